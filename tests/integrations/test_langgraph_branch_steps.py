@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icore.integrations.langgraph._branches import Step, _units
+from icore.integrations.langgraph._branches import Step, _units, branch_of, note_task
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,3 +73,30 @@ def test_run_counters_stay_with_their_task() -> None:
 def test_a_read_outside_any_step_counts_and_other_stamps_by_difference() -> None:
     s = _step(["tools:y"], ["c1"])
     assert s.counts(None) and s.counts(("message", "m1")) and not s.counts(s)
+
+
+_TASK = st.tuples(st.sampled_from(["worker", "agent", "tools", "fan"]),
+                  st.text("0123456789abcdef", min_size=4, max_size=8),
+                  st.one_of(st.none(), st.integers(0, 9)),  # a Send index, else a pull
+                  st.one_of(st.none(), st.integers(1, 3)))  # a further graph run
+
+
+@settings(max_examples=200, deadline=None)
+@given(tasks=st.lists(_TASK, min_size=1, max_size=4))
+def test_a_branch_name_is_the_task_path_with_each_send_index(
+        tasks: list[tuple[str, str, int | None, int | None]]) -> None:
+    """Every task noted: one label per task, ``node[i]`` for a Send, ``#n`` for a
+    further run; no name (None) when no task is a Send and none a further run."""
+    units, want = [], []
+    for node, tid, index, again in tasks:
+        task_ns = "|".join([*units, f"{node}:{tid}"])
+        note_task({"langgraph_checkpoint_ns": task_ns, "langgraph_node": node,
+                   "langgraph_path": ("__pregel_push", index, False) if index is not None
+                   else ("__pregel_pull", node)})
+        units.append(f"{node}:{tid}" + (f"|{again}" if again else ""))
+        want.append((f"{node}[{index}]" if index is not None else node)
+                    + (f"#{again}" if again else ""))
+    got = branch_of("|".join(units))
+    branched = any(i is not None or a for _, _, i, a in tasks)
+    assert got == ("/".join(want) if branched else None)
+    assert branch_of("") is None and branch_of(None) is None

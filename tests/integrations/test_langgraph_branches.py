@@ -324,9 +324,11 @@ class _Review(TypedDict, total=False):
 
 
 def _paused(shop: _Shop, review: Callable[[_Review], dict[str, Any]],
-            scripts: dict[str, Iterator[AIMessage]], said: list[str] | None = None) -> Any:
+            scripts: dict[str, Iterator[AIMessage]], said: list[str] | None = None,
+            checkpointer: Any = None, config: Any = None) -> Any:
     """review (asks a human) -> agent (scripted by the answer) <-> tools; run to the
-    question on thread orders-1."""
+    question on thread orders-1 (``checkpointer``: default ``InMemorySaver``; ``config``:
+    more of the first invocation's config)."""
     def agent(state: _Review) -> dict[str, Any]:
         if said is not None:
             said.extend(str(m.content) for m in state["messages"][-1:]
@@ -341,9 +343,36 @@ def _paused(shop: _Shop, review: Callable[[_Review], dict[str, Any]],
     g.add_edge("review", "agent")
     g.add_conditional_edges("agent", tools_condition)
     g.add_edge("tools", "agent")
-    app = g.compile(checkpointer=InMemorySaver())
-    assert "__interrupt__" in app.invoke({"messages": [HumanMessage("go")]}, _CONF)
+    app = g.compile(checkpointer=checkpointer if checkpointer is not None
+                    else InMemorySaver())
+    assert "__interrupt__" in app.invoke({"messages": [HumanMessage("go")]},
+                                         {**_CONF, **(config or {})})
     return app
+
+
+def _resume_both(app: Any, r3_done: threading.Event,
+                 config: Callable[[], dict[str, Any]] = dict) -> dict[str, Any]:
+    """R2 (answer "read") and R3 (answer "skip") resume the paused thread at once, each
+    in a thread (``config()``: more of each one's config); ``r3_done`` is set when R3
+    returns. Each one's output, or what it raised."""
+    got: dict[str, Any] = {}
+
+    def resume(name: str, answer: str) -> None:
+        try:
+            got[name] = app.invoke(Command(resume=answer), {**_CONF, **config()})
+        except Exception as exc:
+            got[name] = exc
+        finally:
+            if name == "R3":
+                r3_done.set()
+
+    ts = [threading.Thread(target=resume, args=("R2", "read")),
+          threading.Thread(target=resume, args=("R3", "skip"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    return got
 
 
 def test_two_concurrent_resumes_of_one_checkpoint_are_not_shared() -> None:
@@ -387,12 +416,11 @@ def test_two_concurrent_resumes_of_one_checkpoint_are_not_shared() -> None:
     assert shop.shipped == []
 
 
-def test_a_resume_that_ran_the_step_is_not_backed_by_anothers_read_in_it() -> None:
-    """R2 and R3 resume one paused thread at once; both use it in the resumed step (R2
-    reads order 42 and is still in that step, R3 reads order 7). R3's model ships order
-    42: R2's read does not back it (refused not_read, the value handed to R3), and R3's
-    next call runs on its own read."""
-    shop = _Shop()
+def _race(shop: _Shop, r3_reads: str | None, checkpointer: Any = None,
+          config: Callable[[], dict[str, Any]] = dict) -> list[str]:
+    """R2 and R3 resume one paused thread at once: R2 reads order 42 and stays in the
+    resumed step until R3 is done; R3 reads ``r3_reads`` there (None: nothing) and its
+    model ships order 42 twice. What R3's model was told, in order."""
     r2_read, r3_done = threading.Event(), threading.Event()
     said: list[str] = []
     scripts = {"read": iter([AIMessage("R2 done")]),
@@ -407,29 +435,24 @@ def test_a_resume_that_ran_the_step_is_not_backed_by_anothers_read_in_it() -> No
             r2_read.set()
             r3_done.wait(10)  # R2 stays in the resumed step while R3 goes on
         else:
-            shop.shipper.read("order/7")
+            if r3_reads is not None:
+                shop.shipper.read(r3_reads)
             r2_read.wait(10)
         return {"who": ans}
 
-    app = _paused(shop, review, scripts, said)
-    got: dict[str, Any] = {}
-
-    def resume(name: str, answer: str) -> None:
-        try:
-            got[name] = app.invoke(Command(resume=answer), _CONF)
-        except Exception as exc:
-            got[name] = exc
-        finally:
-            if name == "R3":
-                r3_done.set()
-
-    ts = [threading.Thread(target=resume, args=("R2", "read")),
-          threading.Thread(target=resume, args=("R3", "skip"))]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(30)
+    app = _paused(shop, review, scripts, said, checkpointer, config())
+    got = _resume_both(app, r3_done, config)
     assert not isinstance(got["R3"], Exception), got["R3"]
+    return said
+
+
+def test_a_resume_that_ran_the_step_is_not_backed_by_anothers_read_in_it() -> None:
+    """R2 and R3 resume one paused thread at once; both use it in the resumed step (R2
+    reads order 42 and is still in that step, R3 reads order 7). R3's model ships order
+    42: R2's read does not back it (refused not_read, the value handed to R3), and R3's
+    next call runs on its own read."""
+    shop = _Shop()
+    said = _race(shop, "order/7")
     assert said[0].startswith("PlanFence blocked ship (not_read)"), said
     assert said[1].startswith("shipped") and len(shop.shipped) == 1
 

@@ -153,7 +153,8 @@ def test_a_call_whose_earlier_attempt_crashed_is_refused_not_run_twice() -> None
     out = app.invoke(None, cfg)  # the same step again, from the checkpoint
     assert log == ["C"]
     said = _answers(out)["b1"]
-    assert "outcome is unknown" in said and "not run twice" in said
+    assert "(earlier_outcome_unknown)" in said and "RuntimeError: the process died" in said
+    assert "outcome is unknown" in said and "not run again" in said
 
 
 def test_async_tools_replay_the_earlier_answer_too() -> None:

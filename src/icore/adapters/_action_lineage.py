@@ -177,8 +177,10 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
     edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
     callers = planfence.callers if isinstance(planfence, PlanfenceLog) else {}
+    branches = planfence.branches if isinstance(planfence, PlanfenceLog) else {}
     return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
-        made_by(_resent(_linked(out, replans), resent), records, callers), answers,
+        made_by(_resent(_linked(out, replans), resent), records, callers, branches),
+        answers,
         records, steps), steps), steps), steps), edited, edited_in)
 
 

@@ -17,15 +17,17 @@ from icore.fence import ACTION_FIELD
 
 
 def made_by(lineages: Sequence[Any], records: Sequence[Mapping[str, Any]],
-            callers: Mapping[str, tuple[str, str | None]]) -> list[Any]:
-    """``lineages``, each with its action record, arguments and calling agent.
+            callers: Mapping[str, tuple[str, str | None]],
+            branches: Mapping[str, str] | None = None) -> list[Any]:
+    """``lineages``, each with its action record, arguments, calling agent and branch.
 
     ``lineages``: :class:`~icore.adapters.ActionLineage` values (typed ``Any`` here: the
     lineage module imports this one).
 
     (:attr:`~icore.adapters.ActionLineage.record`, ``args``,
     ``agent``; #28, QA qa-new10 S3: two calls of one tool in one turn
-    are told apart.)
+    are told apart.) ``branches``: task -> the parallel branch of its call
+    (:attr:`~icore.adapters.ActionLineage.branch`, #28).
     """
     by_id = {str(r.get("id")): r for r in records}
     out = []
@@ -46,5 +48,6 @@ def made_by(lineages: Sequence[Any], records: Sequence[Mapping[str, Any]],
         owner = rec.get("owner") if rec is not None else None
         agent = made[0] if made is not None else owner if isinstance(owner, str) else None
         out.append(replace(a, record=root, agent=agent,
-                           args=args if args is not None else made[1] if made else None))
+                           args=args if args is not None else made[1] if made else None,
+                           branch=(branches or {}).get(a.action)))
     return out

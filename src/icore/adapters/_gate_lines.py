@@ -84,6 +84,24 @@ def call_of(obj: Mapping[str, Any], kind: StepKind) -> tuple[str, str, str | Non
     return task, agent, text
 
 
+def note_call(callers: dict[str, tuple[str, str | None]], branches: dict[str, str],
+              obj: Mapping[str, Any], kind: StepKind, agent: str) -> None:
+    """Note which call an event line naming a protected action's ``task`` is.
+
+    ``callers``: task -> ``(agent, args)`` from the first line naming the task, the
+    arguments from a later one when the first has none (QA qa-new11);
+    ``branches``: task -> the ``branch`` (a str) of the first such line having one
+    (LangGraph ``Send`` branches, #28). Lines :func:`call_of` refuses are skipped.
+    """
+    made = call_of(obj, kind)
+    if made is None:
+        return
+    if made[0] not in callers or (callers[made[0]][1] is None and made[2]):
+        callers[made[0]] = (callers.get(made[0], (agent, None))[0], made[2])
+    if made[0] not in branches and isinstance(b := obj.get("branch"), str) and b:
+        branches[made[0]] = b[:200]
+
+
 def span_answer(a: Mapping[str, Any], step: int, *, file: str,
                 where: str) -> HumanAnswer | None:
     """The human's answer an OpenTelemetry span records (``icore.approval.*``), or None.
@@ -156,4 +174,5 @@ def gate_without_records(line: int, file: str, recorded: bool) -> tuple[str, ...
             "or checked (lines removed from the trace, or a recorder that wrote none)",)
 
 
-__all__ = ["gate_activity", "gate_without_records", "human_answer", "span_answer"]
+__all__ = ["gate_activity", "gate_without_records", "human_answer", "note_call",
+           "span_answer"]

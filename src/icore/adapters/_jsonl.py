@@ -71,10 +71,10 @@ from icore.adapters._decision_check import (
 )
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._gate_lines import (
-    call_of,
     gate_activity,
     gate_without_records,
     human_answer,
+    note_call,
 )
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
@@ -241,6 +241,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     resent: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     answers: list[HumanAnswer] = []
     callers: dict[str, tuple[str, str | None]] = {}
+    branches: dict[str, str] = {}  # task -> the parallel branch of its call (#28)
     gate_lines = 0  # the first line showing gate activity (0: none)
     offsets: array[int] | None = None if source is None else array("q")
     text_valid = True
@@ -306,10 +307,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             gate_lines = gate_lines or n
         if (ck := checked_line(obj, st.kind)) is not None:
             planfence["lines"].append((n, line_action(obj), *ck))
-        if "task" in obj and (made := call_of(obj, st.kind)) is not None and (
-                made[0] not in callers or (callers[made[0]][1] is None and made[2])):
-            # the first line naming the call; arguments from a later one (QA qa-new11)
-            callers[made[0]] = (callers.get(made[0], (st.agent, None))[0], made[2])
+        if "task" in obj:
+            note_call(callers, branches, obj, st.kind, st.agent)
         if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
         if offsets is None:
@@ -383,7 +382,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
                                tuple(answers), edited, undigested, tuple(resent),
-                               callers, lined)
+                               callers, lined, branches)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )

@@ -87,6 +87,9 @@ class ActionLineage:
             binds, else the ones its recorded refused call names; None: not recorded.
         agent: the agent that made the call (its gate thought or refused output, else
             the action record's owner); None: not recorded (#28, QA qa-new10 S3).
+        branch: the parallel branch the call was made in (LangGraph ``Send`` branches:
+            ``"worker[1]/tools"``, the ``branch`` of its recorded lines); None: not in a
+            branch, or not recorded (#28).
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -110,6 +113,7 @@ class ActionLineage:
     record: str | None = None
     args: str | None = None
     agent: str | None = None
+    branch: str | None = None
 
     @property
     def invalid(self) -> bool:

@@ -328,6 +328,9 @@ class PlanfenceLog:
         edited_lines: action (task or tool) -> why, for each human-answer or
             tool-outcome event line that does not match its recorded ``digest``
             (:func:`icore._line_digest.line_digest`; #29): that action is ``INVALID``.
+        branches: task -> the parallel branch its call was made in (the ``branch`` of the
+            first event line naming the task that has one: LangGraph ``Send`` branches,
+            ``"worker[1]/tools"``); a task of no branch is absent (#28).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -339,6 +342,7 @@ class PlanfenceLog:
     resent: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     callers: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
     edited_lines: Mapping[str, str] = field(default_factory=dict)
+    branches: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

@@ -81,9 +81,9 @@ ARGS_SHOWN = 2048
 """Bytes of a call's canonical JSON arguments ``--json`` shows whole (else a preview)."""
 
 
-def call_fields(agent: str | None, record: str | None, args: str | None
-                ) -> dict[str, Any]:
-    """``agent``, ``record``, ``args`` (or ``args_preview``), ``args_digest`` of a call.
+def call_fields(agent: str | None, record: str | None, args: str | None,
+                branch: str | None = None) -> dict[str, Any]:
+    """``agent``, ``branch``, ``record``, ``args`` (or ``args_preview``), ``args_digest``.
 
     ``args``: canonical JSON text (:attr:`icore.adapters.ActionLineage.args`); the keys
     of what is None are left out.
@@ -91,6 +91,8 @@ def call_fields(agent: str | None, record: str | None, args: str | None
     out: dict[str, Any] = {}
     if agent is not None:
         out["agent"] = agent
+    if branch is not None:
+        out["branch"] = branch
     if record is not None:
         out["record"] = record
     if args is not None:
@@ -116,7 +118,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
     a gateway's refusals are the ``blocked`` ones. ``"human": "approved"`` (or
     ``"rejected"``) and ``human_step`` (the step of the recorded answer) for an action a
     human answered (QA qa-new9 S3). Which call it was (#28, QA qa-new10 S3): ``agent``
-    (who made it), ``record`` (its action record id), ``args`` (the arguments the gate
+    (who made it), ``branch`` (the parallel branch it was made in, e.g. a LangGraph
+    ``Send`` branch ``"worker[1]/tools"``; only for a call made in one), ``record`` (its
+    action record id), ``args`` (the arguments the gate
     bound, or the refused call's; an object of at most :data:`ARGS_SHOWN` bytes of JSON,
     else ``args_preview``, its first 256 characters) and ``args_digest``
     (``sha256:<16 hex>`` of their canonical JSON), each when recorded.
@@ -137,7 +141,7 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
                 **({"human_step": lv.human_step} if lv.human_step is not None else {}),
                 **({"resent_unchanged": list(lv.resent_unchanged)}
                    if lv.resent_unchanged else {}),
-                **call_fields(lv.caller, lv.action, lv.args)}
+                **call_fields(lv.caller, lv.action, lv.args, lv.branch)}
                for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
     return {
         "id": r.trace.id, "file": r.trace.file,

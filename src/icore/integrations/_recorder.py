@@ -85,6 +85,25 @@ if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gate
     from icore.adapters import AuditResult, Trace
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
+_LINE_FIELDS: ContextVar[Mapping[str, Any] | None] = ContextVar("icore_line_fields",
+                                                                default=None)
+
+
+@contextmanager
+def line_fields(**fields: Any) -> Iterator[None]:
+    """Give every line :meth:`RunRecorder.add` writes in the block these fields.
+
+    Fields a line names itself win; None values are left out (no block: nothing
+    added). A framework integration tags the lines of one place of its run this way
+    (LangGraph: the parallel ``branch`` a line was made in, #28).
+    """
+    given = {k: v for k, v in fields.items() if v is not None}
+    token = _LINE_FIELDS.set({**(_LINE_FIELDS.get() or {}), **given} if given else
+                             _LINE_FIELDS.get())
+    try:
+        yield
+    finally:
+        _LINE_FIELDS.reset(token)
 
 
 def active_recorder() -> RunRecorder | None:
@@ -226,6 +245,9 @@ class RunRecorder:
                 raise IntegrationError(f"{flag} must be True or False, not "
                                        f"{type(v).__name__} {brief(v)}"[:160], argument=flag)
         line: dict[str, Any] = {"agent": agent, "kind": kind, "content": text_of(content)}
+        extra = _LINE_FIELDS.get()
+        if extra:  # the block's fields (line_fields), unless the line names them
+            fields = {**extra, **{k: v for k, v in fields.items() if v is not None}}
         line.update({k: jsonable(v) for k, v in fields.items() if v is not None})
         when = time.time() if at is None else at
         with self._lock:

@@ -259,7 +259,8 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "",
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
                        tuple(stale_by), action, last.roots if last else (), error,
                        lineage.outcome_unknown, lineage.human, lineage.human_step,
-                       lineage.resent_unchanged, lineage.args, lineage.agent)
+                       lineage.resent_unchanged, lineage.args, lineage.agent,
+                       lineage.branch)
 
 
 RESENT_UNCHANGED = ("replan resent unchanged: its arguments are the stale call's although "

@@ -308,6 +308,8 @@ class LineageView:
         args: the call's arguments as canonical JSON text, when recorded
             (:attr:`icore.adapters.ActionLineage.args`).
         caller: the agent that made the call, when recorded.
+        branch: the parallel branch the call was made in, when recorded
+            (:attr:`icore.adapters.ActionLineage.branch`).
     """
 
     id: str
@@ -327,6 +329,7 @@ class LineageView:
     resent_unchanged: tuple[str, ...] = ()
     args: str | None = None
     caller: str | None = None
+    branch: str | None = None
 
     @property
     def counted(self) -> str:

@@ -21,31 +21,16 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from icore.integrations._approvals import canon
-from icore.integrations._failed import leaves_open
 from icore.integrations._recorder import RunRecorder
+from icore.integrations._rerun import RETRY_UNKNOWN, outcome_unknown, retry_message
 from icore.integrations._tool_failed import describe
 from icore.workspace import ApprovalRequest, Approver, read_answer
 
-RETRY_UNKNOWN = "earlier_outcome_unknown"
-"""The reason of a call refused because the same call's earlier attempt in the same
-model message failed with its outcome unknown."""
 APPROVAL_FAILED = "approval_failed"
 """The reason of a call refused because its ``approve=`` callback raised."""
 
 _KEEP = 256
 """Calls :class:`UnknownAttempts` remembers (the oldest forgotten first)."""
-
-
-def outcome_unknown(exc: BaseException) -> bool:
-    """True when a tool's exception leaves its effect open: it may have run.
-
-    Any exception from the tool's body (it may have raised after its effect: a timeout,
-    a cancellation, a connection reset after a commit, QA qa-new12b S2), but
-    :class:`~icore.integrations.NoEffect`, which says nothing was done
-    (:func:`~icore.integrations._failed.leaves_open`); the audit counts such a call
-    ``outcome unknown``.
-    """
-    return leaves_open(exc)
 
 
 class UnknownAttempts:
@@ -75,14 +60,6 @@ class UnknownAttempts:
             return None
         with self._lock:
             return self._seen.get((turn, canon(dict(args))))
-
-
-def retry_message(tool: str, error: str) -> str:
-    """What the model reads when the same call is tried again after an unknown outcome."""
-    return (f"PlanFence refused {tool} ({RETRY_UNKNOWN}): the same call failed a moment "
-            f"ago with {error}; it may have run, so its outcome is unknown and it is not "
-            f"run again from this message. Nothing ran now. Check whether it took effect "
-            f"before calling {tool} again, or report the unknown outcome")
 
 
 class ApprovalFailed(Exception):

@@ -22,7 +22,9 @@ reads of earlier steps lie on the call's checkpoint line is checked by
 
 from __future__ import annotations
 
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
@@ -30,6 +32,7 @@ from icore.integrations.langgraph._thread_scope import (
     is_ancestor,
     ran_step,
     root_of,
+    saved_by,
     thread_of,
 )
 
@@ -66,17 +69,20 @@ class Step:
         root: the number of the root invocation (None: not known).
         scope: the thread scope (:func:`~._thread_scope.thread_of`; None: no
             checkpointer or no thread_id).
+        run: the invocation's own ``run_id`` (its ``config["metadata"]["run_id"]``, as
+            LangGraph Server gives every run; None: not given). Carried, not compared.
     """
 
-    __slots__ = ("_hash", "_saver", "cmap", "root", "scope", "thread", "units")
+    __slots__ = ("_hash", "_saver", "cmap", "root", "run", "scope", "thread", "units")
 
     def __init__(self, thread: Hashable | None, cmap: tuple[tuple[str, str], ...],
                  ns: str, root: int | None, scope: tuple[Any, ...] | None = None,
-                 saver: Any = None) -> None:
+                 saver: Any = None, run: Any = None) -> None:
         self.thread = thread
         self.cmap = cmap
         self.units = _units(ns)
         self.root = root
+        self.run = run if isinstance(run, str) and run else None
         self.scope = scope
         try:  # held weakly: a stamp never keeps a checkpointer alive
             self._saver: Callable[[], Any] | None = (
@@ -121,6 +127,13 @@ class Step:
         """
         return self.counts(earlier) if isinstance(earlier, Step) else earlier != self
 
+    def _next_saved_by(self, older: str, newer: str) -> Any:
+        """The ``run_id`` that saved the root checkpoint after ``older`` on this line."""
+        saver = self._saver() if self._saver is not None else None
+        if saver is None or self.thread is None:
+            return None
+        return saved_by(saver, str(self.thread), older, newer)
+
     def _ancestor(self, ns: str, older: str, newer: str) -> bool:
         saver = self._saver() if self._saver is not None else None
         if saver is None or self.thread is None:
@@ -144,7 +157,11 @@ def _visible(read: Step, call: Step) -> bool:
                 return True
             if i == 0:  # another invocation's earlier root step: counts unless the
                 # call's invocation ran that step too (it re-ran it: its own results)
-                return call.scope is None or not ran_step(call.scope, a, call.root)
+                if call.scope is not None and ran_step(call.scope, a, call.root):
+                    return False
+                # ... or, the reader's run_id known, another invocation saved the step's
+                # result on the call's line (a rival still inside that step)
+                return read.run is None or call._next_saved_by(a, b) == read.run
             return call._ancestor(loop, a, b)  # a resumed graph's saved earlier step
         if i >= len(read.units) or i >= len(call.units):
             return same
@@ -162,9 +179,105 @@ def step_of(config: Any) -> Step | None:
     if not isinstance(cmap, Mapping) or not cmap:
         return None
     ns = conf.get("checkpoint_ns")
+    md = config.get("metadata")
     return Step(conf.get("thread_id"), tuple(sorted(cmap.items())),
                 ns if isinstance(ns, str) else "", root_of(conf), thread_of(conf),
-                conf.get("__pregel_checkpointer"))
+                conf.get("__pregel_checkpointer"),
+                md.get("run_id") if isinstance(md, Mapping) else None)
 
 
-__all__ = ["Step", "step_of"]
+_PUSH = "__pregel_push"
+_LABELS: OrderedDict[str, tuple[str, bool]] = OrderedDict()
+"""Task namespace (``"worker:<task id>"``, nested ``"...|tools:<id>"``) -> the task's own
+label and whether it is a ``Send`` task: the newest :data:`_LABELS_KEPT`."""
+_LABELS_KEPT = 4096
+_labels_lock = threading.Lock()
+
+
+def note_task(metadata: Any) -> None:
+    """Remember the label of the task a run's metadata names (LangGraph's task metadata).
+
+    ``langgraph_checkpoint_ns`` names the task, ``langgraph_node`` its node and
+    ``langgraph_path`` its place: ``("__pregel_push", i, ...)`` for the ``i``-th
+    ``Send`` of its step (label ``"worker[i]"``), else the node (``"tools"``).
+    """
+    if not isinstance(metadata, Mapping):
+        return
+    ns, node = metadata.get("langgraph_checkpoint_ns"), metadata.get("langgraph_node")
+    path = metadata.get("langgraph_path")
+    if not (isinstance(ns, str) and ns and isinstance(node, str)):
+        return
+    index = None
+    if isinstance(path, tuple | list) and path and path[0] == _PUSH:
+        index = next((p for p in reversed(path) if type(p) is int), None)
+    own = (f"{node}[{index}]", True) if index is not None else (node, False)
+    with _labels_lock:
+        if _LABELS.get(ns) != own:
+            _LABELS[ns] = own
+            while len(_LABELS) > _LABELS_KEPT:
+                _LABELS.popitem(last=False)
+
+
+def branch_of(ns: Any) -> str | None:
+    """The stable name of the parallel branch a task namespace lies in, else None.
+
+    Each enclosing task by its label (:func:`note_task`), joined by ``/``:
+    ``"worker[1]"``, ``"worker[0]/tools"``, ``"fan[2]/worker[0]"``; a further run of a
+    graph inside one task (a ``batch``) adds ``#<n>`` (``"fan#1/agent"``). None when no
+    enclosing task is a ``Send`` task or such a run (not a branch: a plain node, told
+    apart by its name). A task never noted (no :class:`RecordingHandler` saw it start)
+    is named by its node alone.
+    """
+    if not isinstance(ns, str) or not ns:
+        return None
+    parts: list[str] = []
+    branched = False
+    prefix = ""
+    for unit in _units(ns):
+        seg, _, counter = unit.partition(_SEP)
+        task_ns = f"{prefix}{_SEP}{seg}" if prefix else seg
+        with _labels_lock:
+            own, push = _LABELS.get(task_ns, (seg.partition(_END)[0], False))
+        branched = branched or push or bool(counter)
+        parts.append(f"{own}#{counter}" if counter else own)
+        prefix = f"{prefix}{_SEP}{unit}" if prefix else unit
+    return "/".join(parts) if branched else None
+
+
+def branch_here(config: Any) -> str | None:
+    """The branch (:func:`branch_of`) of the task a run's config belongs to, else None."""
+    if not isinstance(config, Mapping):
+        return None
+    md = config.get("metadata")
+    note_task(md)
+    conf = config.get("configurable")
+    return branch_of(conf.get("checkpoint_ns") if isinstance(conf, Mapping) else None)
+
+
+class BranchRuns:
+    """The parallel branch of each run a callback handler follows (thread-safe).
+
+    A run (a node, a model call, a tool) started in a branch (its task's metadata:
+    :func:`note_task`, :func:`branch_of`) is remembered until it ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[Hashable, str] = {}
+
+    def started(self, run_id: Hashable, metadata: Any) -> None:
+        """Note the branch a run starts in, if it is in one."""
+        note_task(metadata)
+        md = metadata if isinstance(metadata, Mapping) else {}
+        b = branch_of(md.get("langgraph_checkpoint_ns"))
+        if b is not None:
+            with self._lock:
+                self._runs[run_id] = b
+
+    def ended(self, run_id: Hashable) -> str | None:
+        """The branch a run that ends ran in (then forgotten), else None."""
+        with self._lock:
+            return self._runs.pop(run_id, None)
+
+
+__all__ = ["BranchRuns", "Step", "branch_here", "branch_of", "note_task", "step_of"]

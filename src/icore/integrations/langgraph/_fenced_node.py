@@ -29,8 +29,8 @@ from pydantic import BaseModel
 from icore.errors import IntegrationError
 from icore.fence import ProtectedTool
 from icore.integrations import ArgNormalizer, FenceGuard, Gated
-from icore.integrations._approvals import canon
 from icore.integrations.langgraph._branches import step_of
+from icore.integrations.langgraph._replays import StepMemory
 from icore.records import JSONValue, RecordId
 from icore.workspace import ApprovalRequest, running_call
 
@@ -44,8 +44,6 @@ _FW = "langgraph"
 _MAX_SUSPENDED = 4096
 _MAX_PLAN_FORMS = 256
 _UNSET: Any = object()
-_MAX_STEPS = 4096
-_STARTED, _RAN, _REFUSED = "started", "ran", "refused"
 
 
 def _state_get(state: Any, key: str) -> Any:
@@ -182,14 +180,6 @@ def _earlier_approval_calls(runtime: Any, call_id: str | None) -> list[str]:
     return []
 
 
-class EarlierUnknown(ToolException):
-    """A re-run call refused: its earlier attempt of the step started and never finished.
-
-    Its body raised (or the process stopped) after the gate authorized it: its outcome is
-    unknown, so it is not run twice (QA qa-new12b S2).
-    """
-
-
 class _Direct:
     """Calls the wrapped tool once, below its ``invoke``.
 
@@ -271,8 +261,7 @@ class _Fenced:
         self.norm = ArgNormalizer(schema, name=tool.name, fields=model_fields, framework=_FW)
         self.protected = ProtectedTool(lambda **_: None, depends_on=("-",), name=tool.name)
         self.suspended: OrderedDict[Hashable, ApprovalRequest] = OrderedDict()
-        self.steps: OrderedDict[Hashable, tuple[str, Any]] = OrderedDict()
-        self.steps_lock = threading.Lock()
+        self.memory = StepMemory(tool.name)
         self.plan_forms: dict[str, Any] = {}
 
     @property
@@ -411,62 +400,25 @@ class _Fenced:
         if book is not None and granted:
             book.ran((key, turn), granted[-1], result)
 
-    def step_key(self, key: Hashable, config: Any, norm: Any) -> Hashable | None:
-        """A call's identity across re-runs of its step (None outside a graph).
-
-        Its thread and tool-call id, the graph step (a resume keeps it) and the bound
-        arguments as canonical JSON.
-        """
-        step = _turn_of(config)
-        if step is None or key[1] is None:  # type: ignore[index]  # (thread, call id)
-            return None
-        return (key, step, canon(norm))
-
     def earlier(self, step: Hashable | None, key: Hashable) -> tuple[bool, Any]:
         """A call of a re-run step that already ran or was refused: ``(True, result)``.
 
-        LangGraph re-runs a whole ``ToolNode`` on ``Command(resume=...)``: a protected
-        call that ran (or was refused) in an earlier attempt of the same step returns its
-        earlier answer and is neither decided nor run again. Otherwise the call is marked
-        started (``(False, None)``).
+        :class:`~._replays.StepMemory` (both modes): the earlier answer, neither decided
+        nor run again; otherwise the call is marked started (``(False, None)``). The
+        approval questions already answered in this step are asked again first
+        (LangGraph hands back the answers by number: kept aligned).
 
         Raises:
-            ToolException: the earlier attempt was refused (the same refusal), or its
-                outcome is unknown (:class:`EarlierUnknown`: it crashed mid-call):
-                refused, never run twice.
+            ToolException: the earlier attempt was refused (the same refusal), failed
+                after its tool started, or never finished: refused, never run twice.
         """
-        if step is None:
+        prior = self.memory.claim(step)
+        if prior is None:
             return False, None
-        with self.steps_lock:
-            prior = self.steps.get(step)
-            if prior is None:
-                self.steps[step] = (_STARTED, None)
-                while len(self.steps) > _MAX_STEPS:
-                    self.steps.popitem(last=False)
-                return False, None
         book = self.guard.handle.approvals if self.guard.handle is not None else None
         for req in book.asked(key) if book is not None else ():
             interrupt(req.payload())  # the answers already given, by number: kept aligned
-        how, value = prior
-        if how == _RAN:
-            return True, value
-        if how == _REFUSED:
-            raise ToolException(value)
-        raise EarlierUnknown(
-            f"PlanFence refused {self.tool.name}: this call already started in an earlier "
-            "attempt of this graph step (before the resume) and its outcome is unknown; "
-            "it is not run twice. Check whether it took effect, then call it again if "
-            "needed")
-
-    def settle(self, step: Hashable | None, how: str | None, value: Any = None) -> None:
-        """Record the call's outcome for re-runs of its step (None: forget, e.g. paused)."""
-        if step is None:
-            return
-        with self.steps_lock:
-            if how is None:
-                self.steps.pop(step, None)
-            else:
-                self.steps[step] = (how, value)
+        return True, self.memory.answer(prior)
 
     def suspend(self, key: Hashable, args: Mapping[str, Any]) -> None:
         """The tool body interrupted (its own question): remember which call it was for."""

@@ -37,9 +37,11 @@ from pydantic import ValidationError
 
 from icore.integrations import RunRecorder, read_refusal
 from icore.integrations._arg_problems import invalid_args_message, refused_args
+from icore.integrations._recorder import line_fields
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call, replan_refused
 from icore.integrations._trace_data import plain_data
+from icore.integrations.langgraph._branches import BranchRuns
 from icore.integrations.langgraph._reviewed import UNMATCHED, human_decisions
 from icore.workspace import REJECTED
 
@@ -214,6 +216,7 @@ class RecordingHandler(BaseCallbackHandler):
         self._questions: list[tuple[str, Any, Any]] = []
         self._ended: dict[str, Any] | None = None
         self._last_agent = "graph"
+        self._branches = BranchRuns()  # the parallel branch of each run (lines name it)
         self._lock = threading.Lock()
 
     def _agent(self, start: UUID | None, metadata: Mapping[str, Any] | None) -> str:
@@ -251,6 +254,7 @@ class RecordingHandler(BaseCallbackHandler):
         md = metadata or {}
         node = md.get("langgraph_node")
         name = str(kwargs.get("name") or "")
+        self._branches.started(run_id, md)
         with self._lock:
             parent = self._chains.get(parent_run_id) if parent_run_id else None
             self._chains[run_id] = _Chain(
@@ -286,7 +290,12 @@ class RecordingHandler(BaseCallbackHandler):
         """A node ends: record what it wrote; the graph run ends: record its end.
 
         The end is the final answer, or the pause when it stopped at ``interrupt()``.
+        A node of a parallel branch records its lines with ``branch``.
         """
+        with line_fields(branch=self._branches.ended(run_id)):
+            self._chain_end(outputs, run_id, kwargs)
+
+    def _chain_end(self, outputs: Any, run_id: UUID, kwargs: Mapping[str, Any]) -> None:
         agent = self._agent(run_id, kwargs.get("metadata"))
         with self._lock:
             entry = self._runs.pop(run_id, None)
@@ -373,6 +382,7 @@ class RecordingHandler(BaseCallbackHandler):
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end)."""
+        self._branches.ended(run_id)
         if isinstance(error, GraphInterrupt):  # seen by every chain it passes: once each
             agent = self._agent(run_id, kwargs.get("metadata"))
             items = error.args[0] if error.args and isinstance(error.args[0],
@@ -434,6 +444,7 @@ class RecordingHandler(BaseCallbackHandler):
                             **kwargs: Any) -> None:
         """A model call starts: remember which agent makes it."""
         agent = self._agent(kwargs.get("parent_run_id"), metadata)
+        self._branches.started(run_id, metadata)
         with self._lock:
             self._runs[run_id] = ("model", agent)
 
@@ -442,11 +453,16 @@ class RecordingHandler(BaseCallbackHandler):
                      **kwargs: Any) -> None:
         """A completion-model call starts."""
         agent = self._agent(kwargs.get("parent_run_id"), metadata)
+        self._branches.started(run_id, metadata)
         with self._lock:
             self._runs[run_id] = ("model", agent)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         """A model turn: its text and tool calls (names and arguments)."""
+        with line_fields(branch=self._branches.ended(run_id)):
+            self._llm_end(response, run_id)
+
+    def _llm_end(self, response: LLMResult, run_id: UUID) -> None:
         with self._lock:
             entry = self._runs.pop(run_id, None)
         agent = entry[1] if entry else "model"
@@ -473,6 +489,7 @@ class RecordingHandler(BaseCallbackHandler):
         """
         with self._lock:  # the call's tool runs: its run is its record
             self._asked.pop(str(kwargs.get("tool_call_id")), None)
+        self._branches.started(run_id, metadata)
         fenced = bool((metadata or {}).get("planfence"))
         if not fenced and kwargs.get("parent_run_id") in self._fenced:
             with self._lock:
@@ -492,6 +509,10 @@ class RecordingHandler(BaseCallbackHandler):
         A ``ToolMessage`` with ``status="error"`` is an error; a ``Command`` with a
         ``goto`` is a handoff.
         """
+        with line_fields(branch=self._branches.ended(run_id)):
+            self._tool_end(output, run_id)
+
+    def _tool_end(self, output: Any, run_id: UUID) -> None:
         with self._lock:
             entry = self._runs.pop(run_id, None)
             self._fenced.discard(run_id)
@@ -511,6 +532,10 @@ class RecordingHandler(BaseCallbackHandler):
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A tool raised (an ``interrupt()`` inside it is a pause, noted by its node)."""
+        with line_fields(branch=self._branches.ended(run_id)):
+            self._tool_error(error, run_id)
+
+    def _tool_error(self, error: BaseException, run_id: UUID) -> None:
         with self._lock:
             entry = self._runs.pop(run_id, None)
             self._fenced.discard(run_id)

@@ -287,8 +287,12 @@ def _refuse(tool: str, scope: tuple[Any, ...], why: str) -> IntegrationError:
             "(and the resumes) of one thread one after another")
 
 
-def _link(saver: Any, tid: Hashable, at: str, ns: str = "") -> tuple[str | None, Any] | None:
-    """(parent id, source) of checkpoint ``at`` of thread ``tid``; None: not saved.
+def _link(saver: Any, tid: Hashable, at: str, ns: str = ""
+          ) -> tuple[str | None, Any, Any] | None:
+    """(parent id, source, run_id) of checkpoint ``at`` of thread ``tid``; None: not saved.
+
+    ``run_id``: the metadata ``run_id`` of the invocation that saved it (LangGraph copies
+    the invocation's ``config["metadata"]`` into each checkpoint), None when not given.
 
     ``ns`` is the graph namespace (``""``: the root graph's checkpoints).
 
@@ -301,13 +305,15 @@ def _link(saver: Any, tid: Hashable, at: str, ns: str = "") -> tuple[str | None,
         saved = (per or {}).get(ns, {}).get(at)
         if saved is None:
             return None
-        return saved[2], (saver.serde.loads_typed(saved[1]) or {}).get("source")
+        meta = saver.serde.loads_typed(saved[1]) or {}
+        return saved[2], meta.get("source"), meta.get("run_id")
     got = saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns,
                                             "checkpoint_id": at}})
     if got is None:
         return None
     parent = (got.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    return parent, (got.metadata or {}).get("source")
+    meta = got.metadata or {}
+    return parent, meta.get("source"), meta.get("run_id")
 
 
 def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
@@ -400,6 +406,32 @@ def is_ancestor(saver: Any, tid: Hashable, ns: str, older: str, newer: str) -> b
     return False
 
 
+def saved_by(saver: Any, tid: Hashable, older: str, newer: str) -> Any:
+    """The ``run_id`` that saved the root checkpoint after ``older`` on ``newer``'s line.
+
+    The metadata ``run_id`` of the checkpoint whose parent is ``older``, walking up from
+    ``newer`` (at most :data:`_WALK`; ``newer`` waited for up to 2 s, as it is saved in
+    the background); None when not found, not stamped, or the saver raises.
+    """
+    at: str | None = newer
+    for step in range(_WALK):
+        try:
+            got = _link(saver, tid, at) if at is not None else None
+            for _ in range(_SAVE_WAITS if step == 0 else 0):
+                if got is not None:
+                    break
+                time.sleep(_SAVE_WAIT_S)
+                got = _link(saver, tid, newer)
+        except Exception:  # an async-only saver, a closed database: not known
+            return None
+        if got is None or got[0] is None:
+            return None
+        if got[0] == older:
+            return got[2]
+        at = got[0]
+    return None
+
+
 def check_graph_scope(tool: str) -> None:
     """Refuse a protected call a use off its own checkpoint line could back.
 
@@ -435,4 +467,4 @@ def check_graph_scope(tool: str) -> None:
 
 
 __all__ = ["check_graph_scope", "graph_scope", "is_ancestor", "ran_step", "root_of",
-           "thread_of"]
+           "saved_by", "thread_of"]

@@ -38,7 +38,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, ConfigDict, create_model
 
-from icore.errors import ActionBlocked, IntegrationError
+from icore.errors import IntegrationError
 from icore.fence import Fence
 from icore.integrations import (
     AnyReplanner,
@@ -52,15 +52,14 @@ from icore.integrations import (
 from icore.integrations import Scope as _Scope
 from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import refused_args
+from icore.integrations._recorder import line_fields
 from icore.integrations._scope_once import one_call
+from icore.integrations.langgraph._branches import branch_here
 from icore.integrations.langgraph._dup_ids import DuplicateIds
 from icore.integrations.langgraph._fenced_node import (
     _FW,
     _ORDER,
-    _RAN,
-    _REFUSED,
     _RUNTIME,
-    EarlierUnknown,
     RootsFrom,
     StateUpdate,
     _attempt,
@@ -69,6 +68,7 @@ from icore.integrations.langgraph._fenced_node import (
     _turn_of,
 )
 from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
+from icore.integrations.langgraph._replays import RAN, EarlierUnknown, step_key
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
 from icore.integrations.langgraph._thread_scope import check_graph_scope, graph_scope
 from icore.records import JSONValue
@@ -191,10 +191,11 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             given for (needs a checkpointer). Several approval calls of one message
             in one ``ToolNode`` are asked one at a time, in the message's order; a call
             that ran under its approval never runs again when LangGraph replays the
-            node (its recorded result is returned). Any agent-mode call that ran or
-            was refused before a resume returns that answer when LangGraph re-runs its
-            step (recorded as a replay); one whose earlier attempt never finished is
-            refused (outcome unknown), never run twice.
+            node (its recorded result is returned). In both modes, a call that ran or
+            was refused before LangGraph runs its step again (a resume, a node's
+            ``RetryPolicy``) returns that answer (recorded as a replay); one whose tool
+            raised after it started is refused ``earlier_outcome_unknown``, one that
+            never finished refused as outcome unknown: never run twice.
 
     Returns:
         A ``StructuredTool`` with the original name, description and model-facing
@@ -265,7 +266,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         # calls sharing one tool_call_id in their model message: refused, nothing runs
         config = getattr(runtime, "config", None)
         thread = ((config or {}).get("configurable") or {}).get("thread_id")
-        dups.check(runtime, call_id, norm, f.step_key((thread, call_id), config, norm),
+        dups.check(runtime, call_id, norm, step_key((thread, call_id), config, norm),
                    _attempt(config), guard.recorder or _handler_recorder(config),
                    guard.agent)
         return runtime, args, injected, norm, call_id
@@ -311,7 +312,20 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             raise value
         return again, value
 
+    def ran(step: Hashable | None, key: Hashable, runtime: Any, call_id: str | None,
+            granted: list[str], result: Any) -> Any:
+        # the call's answer, kept for re-runs of its step (and an approved call's ledger)
+        f.memory.settle(step, RAN, result)
+        if agent_mode:
+            f.executed(key, f.turn(runtime, call_id), granted, result)
+        return result
+
     def run_sync(**kwargs: Any) -> Any:
+        # a call of a parallel branch: its lines name the branch (the audit tells them apart)
+        with line_fields(branch=branch_here(getattr(kwargs.get(_RUNTIME), "config", None))):
+            return gated_sync(**kwargs)
+
+    def gated_sync(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         if agent_mode:  # two invocations sharing one thread at once: refused
             check_graph_scope(base.name)
@@ -327,14 +341,16 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 again, value = f.replayed(key, f.turn(runtime, call_id))
                 if again:
                     return value
-                step = f.step_key(key, config, norm)  # a re-run step: answered before
-                again, value = replay(step, key, config, call_id, norm)
-                if again:
-                    return value
+            step = step_key(key, config, norm)  # a re-run step: answered before (both modes)
+            again, value = replay(step, key, config, call_id, norm)
+            if again:
+                return value
+            started: list[bool] = []
 
             def call(**a: Any) -> Any:
                 if agent_mode:  # again: a use off this line while the gate decided
                     check_graph_scope(base.name)
+                started.append(True)
                 try:
                     return f.direct.run(python_args(a, args, norm), injected, config)
                 except GraphInterrupt:
@@ -344,32 +360,31 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
             # recording on (a RecordingHandler) but no recorder= given: recorded anyway
             rec = _handler_recorder(config) if guard.recorder is None else None
-            if agent_mode:
-                granted: list[str] = []
-                try:
+            granted: list[str] = []
+            try:
+                if agent_mode:
                     with one_call():  # D(a) asked once: the approval's request and the gate
                         approve = reviewed(runtime, norm, call_id, f.approver(
                             key, granted, lambda: signal(attempt, call_id)))
                         gated = guard.run(base.name, call, norm,
                                           turn=f.turn(runtime, call_id), normalize=f.norm,
                                           approve=approve, recorder=rec, call_id=call_id)
-                    result = f.out(gated, runtime)
-                except (GraphInterrupt, ActionBlocked):  # paused, or nothing ran: again
-                    f.settle(step, None)
-                    raise
-                except ToolException as exc:  # refused (or the tool's own error)
-                    f.settle(step, _REFUSED, str(exc))
-                    raise
-                f.settle(step, _RAN, result)
-                f.executed(key, f.turn(runtime, call_id), granted, result)
-                return result
-            r = f.plan_roots(runtime, args)
-            gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
-            return f.out(gated, runtime)
+                else:
+                    r = f.plan_roots(runtime, args)
+                    gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
+                result = f.out(gated, runtime)
+            except BaseException as exc:  # refused, paused, or the tool raised
+                f.memory.raised(step, exc, bool(started))
+                raise
+            return ran(step, key, runtime, call_id, granted, result)
         finally:
             signal(attempt, call_id)
 
     async def run_async(**kwargs: Any) -> Any:
+        with line_fields(branch=branch_here(getattr(kwargs.get(_RUNTIME), "config", None))):
+            return await gated_async(**kwargs)
+
+    async def gated_async(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         if agent_mode:  # two invocations sharing one thread at once: refused
             check_graph_scope(base.name)
@@ -385,14 +400,16 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 again, value = f.replayed(key, f.turn(runtime, call_id))
                 if again:
                     return value
-                step = f.step_key(key, config, norm)  # a re-run step: answered before
-                again, value = replay(step, key, config, call_id, norm)
-                if again:
-                    return value
+            step = step_key(key, config, norm)
+            again, value = replay(step, key, config, call_id, norm)
+            if again:
+                return value
+            started: list[bool] = []
 
             async def call(**a: Any) -> Any:
                 if agent_mode:  # again: a use off this line while the gate decided
                     check_graph_scope(base.name)
+                started.append(True)
                 try:
                     return await f.direct.arun(python_args(a, args, norm), injected, config)
                 except GraphInterrupt:
@@ -401,9 +418,9 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     raise
 
             rec = _handler_recorder(config) if guard.recorder is None else None
-            if agent_mode:
-                granted: list[str] = []
-                try:
+            granted: list[str] = []
+            try:
+                if agent_mode:
                     with one_call():
                         approve = reviewed(runtime, norm, call_id, f.approver(
                             key, granted, lambda: signal(attempt, call_id)))
@@ -411,19 +428,15 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                                                  turn=f.turn(runtime, call_id),
                                                  normalize=f.norm, approve=approve,
                                                  recorder=rec, call_id=call_id)
-                    result = f.out(gated, runtime)
-                except (GraphInterrupt, ActionBlocked):
-                    f.settle(step, None)
-                    raise
-                except ToolException as exc:
-                    f.settle(step, _REFUSED, str(exc))
-                    raise
-                f.settle(step, _RAN, result)
-                f.executed(key, f.turn(runtime, call_id), granted, result)
-                return result
-            r = f.plan_roots(runtime, args)
-            gated = await guard.arun(base.name, call, f.plan_args(norm, r), r, recorder=rec)
-            return f.out(gated, runtime)
+                else:
+                    r = f.plan_roots(runtime, args)
+                    gated = await guard.arun(base.name, call, f.plan_args(norm, r), r,
+                                             recorder=rec)
+                result = f.out(gated, runtime)
+            except BaseException as exc:
+                f.memory.raised(step, exc, bool(started))
+                raise
+            return ran(step, key, runtime, call_id, granted, result)
         finally:
             signal(attempt, call_id)
 
@@ -432,7 +445,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
     # LangChain evaluates the tool function's type hints on every call (to find a config
     # parameter); these have none to find, so their (string) annotations are dropped
-    for fn in (run_sync, run_async, run_via_loop):
+    for fn in (run_sync, gated_sync, run_async, gated_async, run_via_loop):
         fn.__annotations__ = {}
 
     async_only = getattr(base, "func", None) is None and getattr(

@@ -1,0 +1,149 @@
+"""What a fenced LangGraph call remembers across re-runs of its graph step (#28).
+
+LangGraph runs a task's node again in the same step, with the same tool-call ids:
+``Command(resume=...)`` re-runs the whole ``ToolNode`` (QA qa-new11 S2: a call that ran
+before another call of the message paused ran again), a node's ``RetryPolicy`` retries
+a node that raised, and ``invoke(None, config)`` after a crash runs the step again from
+its checkpoint. None of these is a new model decision, so a protected call of such a
+re-run is never decided or run twice, in agent mode and in fence mode (``fence=``)
+alike: :class:`StepMemory` keeps each call per thread, tool-call id, graph step
+(:class:`~._branches.Step`: a resume keeps it) and bound arguments, and answers a re-run
+with the earlier outcome:
+
+- it ran: the same result (a fence-mode ``Command`` included);
+- it was refused (stale, not read, a human's no, the tool's own ``NoEffect``): the
+  same refusal;
+- the tool raised after it started (a timeout, a cancellation, any error but
+  ``NoEffect``, LangChain's ``ToolException`` included: its effect may have happened):
+  refused :data:`~icore.integrations._rerun.RETRY_UNKNOWN`, the earlier error named,
+  the rule CrewAI applies to its own retries;
+- it started and never finished (the process or the node died mid-call): refused as
+  outcome unknown too.
+
+A call that raised before its tool started (a setup error, a broken replanner, a pause)
+is forgotten: the re-run decides it afresh. The memory is per process (the newest
+:data:`MAX_STEPS` calls per fenced tool): after a restart the call is gated as new.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any
+
+from langchain_core.tools import ToolException
+from langgraph.errors import GraphBubbleUp
+
+from icore.errors import ActionBlocked
+from icore.integrations._approvals import canon
+from icore.integrations._failed import leaves_open
+from icore.integrations._rerun import retry_message
+from icore.integrations._tool_failed import describe
+from icore.integrations.langgraph._branches import step_of
+
+MAX_STEPS = 4096
+"""Calls remembered per fenced tool (the oldest forgotten first)."""
+STARTED, RAN, REFUSED, FAILED = "started", "ran", "refused", "failed"
+"""A remembered call's outcome: running (or died), ran, refused, raised after it started."""
+
+
+class EarlierUnknown(ToolException):
+    """A re-run call refused: its earlier attempt of the step started and never finished.
+
+    Its body raised (or the process stopped) after the gate authorized it: its outcome is
+    unknown, so it is not run twice (QA qa-new12b S2).
+    """
+
+
+def step_key(thread_call: tuple[Any, str | None], config: Any, args: Any
+             ) -> Hashable | None:
+    """A call's identity across re-runs of its step (None outside a graph step).
+
+    ``thread_call``: ``(thread_id, tool-call id)``; ``args``: the call's bound
+    (normalised) arguments, kept as canonical JSON. None without a tool-call id.
+    """
+    step = step_of(config)
+    if step is None or thread_call[1] is None:
+        return None
+    return (thread_call, step, canon(dict(args)))
+
+
+class StepMemory:
+    """The outcomes of one fenced tool's calls, by :func:`step_key` (thread-safe).
+
+    Args:
+        tool: the tool's name (in the refusals the model reads).
+    """
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self._lock = threading.Lock()
+        self._steps: OrderedDict[Hashable, tuple[str, Any]] = OrderedDict()
+
+    def claim(self, step: Hashable | None) -> tuple[str, Any] | None:
+        """The earlier outcome of this call, else None (the call is marked started).
+
+        ``step`` None (outside a graph step): None, nothing remembered.
+        """
+        if step is None:
+            return None
+        with self._lock:
+            prior = self._steps.get(step)
+            if prior is None:
+                self._steps[step] = (STARTED, None)
+                while len(self._steps) > MAX_STEPS:
+                    self._steps.popitem(last=False)
+        return prior
+
+    def answer(self, prior: tuple[str, Any]) -> Any:
+        """What a re-run of the call returns: the earlier result.
+
+        Raises:
+            ToolException: the earlier attempt was refused (the same refusal), raised
+                after its tool started (:data:`~icore.integrations._rerun.RETRY_UNKNOWN`,
+                naming its error) or never finished: refused, never run twice.
+        """
+        how, value = prior
+        if how == RAN:
+            return value
+        if how == REFUSED:
+            raise ToolException(value)
+        if how == FAILED:
+            raise EarlierUnknown(retry_message(self.tool, value))
+        raise EarlierUnknown(
+            f"PlanFence refused {self.tool}: this call already started in an earlier "
+            "attempt of this graph step (before the resume) and its outcome is unknown; "
+            "it is not run twice. Check whether it took effect, then call it again if "
+            "needed")
+
+    def raised(self, step: Hashable | None, exc: BaseException, started: bool) -> None:
+        """Record a call that raised: refused, failed after it started, or forgotten.
+
+        Before the tool started: a ``ToolException`` is the gate's refusal (kept); a pause
+        (``GraphInterrupt``), ``ActionBlocked`` or anything else is forgotten (nothing
+        ran: the re-run decides afresh). Once the tool started, any exception leaves its
+        effect open (:data:`FAILED`, QA qa-new12b S2) but
+        :class:`~icore.integrations.NoEffect`, a refusal kept as such.
+        """
+        if isinstance(exc, GraphBubbleUp | ActionBlocked) or (
+                not started and not isinstance(exc, ToolException)):
+            self.settle(step, None)
+        elif not started or not leaves_open(exc):
+            self.settle(step, REFUSED, str(exc))
+        else:
+            self.settle(step, FAILED, describe(exc)[:300])
+
+    def settle(self, step: Hashable | None, how: str | None, value: Any = None) -> None:
+        """Record the call's outcome for re-runs of its step (None: forget it)."""
+        if step is None:
+            return
+        with self._lock:
+            if how is None:
+                self._steps.pop(step, None)
+            else:
+                self._steps[step] = (how, value)
+
+
+__all__ = ["FAILED", "MAX_STEPS", "RAN", "REFUSED", "STARTED", "EarlierUnknown", "StepMemory",
+           "step_key"]
