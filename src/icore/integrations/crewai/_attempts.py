@@ -21,13 +21,11 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from icore.integrations._approvals import canon
+from icore.integrations._call_ledger import RETRY_UNKNOWN
 from icore.integrations._recorder import RunRecorder
 from icore.integrations._tool_failed import describe
 from icore.workspace import ApprovalRequest, Approver, read_answer
 
-RETRY_UNKNOWN = "earlier_outcome_unknown"
-"""The reason of a call refused because the same call's earlier attempt in the same
-model message failed with its outcome unknown."""
 APPROVAL_FAILED = "approval_failed"
 """The reason of a call refused because its ``approve=`` callback raised."""
 
