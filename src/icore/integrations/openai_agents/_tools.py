@@ -37,6 +37,11 @@ meaning (every call of the tool approved).
 An approved call this agent holds no read for (a run resumed in a new process: reads
 live in memory) is refused ``not_read`` with the current values, saying so; the model's
 new call is put to the human again.
+One saved run state resumed twice (a retried "approve") runs an approved call once: a
+later run of it gets the first run's result or refusal, recorded as a replay; one whose
+first run is still going or ended with its outcome unknown is refused
+``earlier_outcome_unknown`` (:mod:`~icore.integrations.openai_agents._resumes`). An
+approval that came only with a saved state is refused and recorded as no human's.
 
 Recording: gate events and the call name the SDK agent that called the tool (a fenced
 tool shared by agents of a handoff), and inside a :func:`recording` block the tool is
