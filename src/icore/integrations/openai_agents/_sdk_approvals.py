@@ -153,7 +153,7 @@ def unwitnessed_message(name: str, *, used: bool = False) -> str:
     if used:
         return (f"PlanFence blocked {name} (approval_changed): the approval given for "
                 f"this call in this process was used already by another run of it (the "
-                f"same saved run state resumed again, with other arguments); one approval "
+                f"same saved run state resumed again); one approval "
                 f"runs one call, so nothing ran. Call {name} again to put it to the human.")
     return (f"PlanFence blocked {name} (approval_changed): the run state says a human "
             f"approved this call, but no approval of it was given in this process "
