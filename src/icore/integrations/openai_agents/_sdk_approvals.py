@@ -48,6 +48,8 @@ _Key = tuple[int, str, str | None]
 _WITNESSED: OrderedDict[_Key, Any] = OrderedDict()
 """(id of the SDK agent, tool name, call id; None: every call) -> a weak reference to that
 agent: the approvals given in this process."""
+_USED: OrderedDict[_Key, Any] = OrderedDict()
+"""Approvals given here that a run of their call used up (same keys as _WITNESSED)."""
 _WITNESS_LOCK = threading.Lock()
 _PATCHED = False
 
@@ -127,12 +129,32 @@ def witnessed(agent: Any, name: str, call_id: Any, *, consume: bool = False) -> 
         if not mine(key):
             return False
         if consume:
-            del _WITNESSED[key]
+            _USED[key] = _WITNESSED.pop(key)
+            _USED.move_to_end(key)
+            while len(_USED) > MAX_ASKED * 4:
+                _USED.popitem(last=False)
         return True
 
 
-def unwitnessed_message(name: str) -> str:
-    """The model's text for an approval that came only with a saved run state."""
+def used_elsewhere(agent: Any, name: str, call_id: Any) -> bool:
+    """Whether an approval given here for this call was used up by another run of it."""
+    with _WITNESS_LOCK:
+        ref = _USED.get((id(agent), name, call_id))
+        return ref is not None and ref() is agent
+
+
+def unwitnessed_message(name: str, *, used: bool = False) -> str:
+    """The model's text for a run state's approval that approves nothing here.
+
+    ``used``: a human approved this call here, and another run of it (the saved run
+    state resumed again) used that approval already; else the approval came only with
+    a saved run state.
+    """
+    if used:
+        return (f"PlanFence blocked {name} (approval_changed): the approval given for "
+                f"this call in this process was used already by another run of it (the "
+                f"same saved run state resumed again); one approval "
+                f"runs one call, so nothing ran. Call {name} again to put it to the human.")
     return (f"PlanFence blocked {name} (approval_changed): the run state says a human "
             f"approved this call, but no approval of it was given in this process "
             f"(RunState.approve): an approval that came only with a saved run state "

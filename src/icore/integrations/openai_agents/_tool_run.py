@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,9 @@ from agents.tool_context import ToolContext
 from agents.tracing import get_current_span
 from agents.tracing.spans import NoOpSpan
 
-from icore.integrations._failed import Failed, leaves_open
+from icore.errors import HeadConflict
+from icore.integrations._failed import Failed, NoEffect, leaves_open, own_exception
+from icore.integrations._refusals import refusal_head
 from icore.integrations._tool_failed import describe
 
 _RAISED: ContextVar[list[Exception] | None] = ContextVar("icore_agents_tool_raised",
@@ -70,6 +73,36 @@ class Runs:
 
     raising: FunctionTool | None
     noting: FunctionTool | None
+    fresh: Callable[[str], Any] | None = None
+    """The current value of a fact key, read for the calling agent (so its next call
+    derives from it), for a :class:`~icore.errors.HeadConflict`'s text; None: not read."""
+
+
+def conflict_text(name: str, exc: HeadConflict, fresh: Callable[[str], Any] | None) -> str:
+    """The model's text for a tool whose write lost a compare-and-set (QA qa-new12 S3).
+
+    A fenced tool's commit (``ws.commit(..., expected=...)``) found the fact changed
+    since the version the call was authorized from (another call of the same model
+    message, another process): its write was refused, so the call's change to that fact
+    was not made. Replannable as a ``stale`` refusal is: the current value (read for the
+    calling agent when ``fresh`` is given) and "plan again". Starts with
+    :func:`~icore.integrations._refusals.refusal_head` (reason ``head_conflict``).
+    """
+    key = exc.fields.get("key")
+    head = refusal_head(name, "head_conflict")
+    where = f"{key}" if isinstance(key, str) else "a fact it writes"
+    text = (f"{head}: {where} changed while this call ran (another change was "
+            f"committed first), so the call's write to it was refused and not made")
+    if isinstance(key, str) and fresh is not None:
+        try:
+            value = fresh(key)
+        except Exception:
+            value = None
+        else:
+            text += (f". Current value of {key}: "
+                     f"{json.dumps(value, ensure_ascii=False, default=str)[:2000]}")
+    return (text + f". Re-plan from the current value and call {name} again if it is "
+            f"still needed (check first whether the rest of the call took effect)")
 
 
 async def invoked(base: FunctionTool, runs: Runs, ctx: ToolContext[Any],
@@ -135,7 +168,7 @@ async def _run_tool(base: FunctionTool, runs: Runs, ctx: ToolContext[Any],
         try:
             return await raising.on_invoke_tool(ctx, payload)
         except Exception as exc:  # the SDK's own handling, as the tool would do it
-            text = await _failure_text(base, ctx, exc)
+            text = await _failure_text(base, ctx, exc, runs.fresh)
             if text is None:  # no failure policy: the exception leaves the run
                 raise
             base.on_invoke_tool._on_handled_error(base, exc, payload, ctx)  # type: ignore[attr-defined]
@@ -191,11 +224,39 @@ def raising(base: FunctionTool) -> FunctionTool | None:
     return inner
 
 
-async def _failure_text(base: FunctionTool, ctx: ToolContext[Any], exc: Exception
-                        ) -> str | None:
-    """The model's text for ``exc`` from ``base``'s own failure policy (None: raise)."""
+async def _failure_text(base: FunctionTool, ctx: ToolContext[Any], exc: Exception,
+                        fresh: Callable[[str], Any] | None = None) -> str | None:
+    """The model's text for ``exc`` from ``base``'s own failure policy (None: raise).
+
+    A :class:`~icore.errors.HeadConflict` under the SDK's default policy (its fixed "An
+    error occurred while running the tool" text, no run ``tool_error_formatter``) is told
+    as a replannable refusal instead (:func:`conflict_text`), also when the tool raised
+    it as ``NoEffect(...) from conflict``.
+    """
     from agents.tool import maybe_invoke_function_tool_failure_error_function as base_text
-    return await base_text(function_tool=base, context=ctx, error=exc)
+    text = await base_text(function_tool=base, context=ctx, error=exc)
+    own = own_exception(exc)
+    if isinstance(own, NoEffect) and isinstance(own.__cause__, HeadConflict):
+        own = own.__cause__  # ``raise NoEffect(...) from conflict`` (docs/workspace.md)
+    if isinstance(own, HeadConflict) and text is not None and _default_policy(base, ctx):
+        return conflict_text(base.name, own, fresh)
+    return text
 
 
-__all__ = ["STARTED", "Runs", "invoked", "noting_failures", "raising"]
+def _default_policy(base: FunctionTool, ctx: ToolContext[Any]) -> bool:
+    """Whether ``base`` fails with the SDK's fixed default text (no custom formatter)."""
+    try:
+        from agents.tool import (
+            default_tool_error_function,
+            resolve_function_tool_failure_error_function,
+        )
+    except ImportError:  # pragma: no cover - an SDK without these
+        return False
+    config = getattr(ctx, "run_config", None)
+    if getattr(config, "tool_error_formatter", None) is not None:
+        return False
+    return resolve_function_tool_failure_error_function(base, ctx) is \
+        default_tool_error_function
+
+
+__all__ = ["STARTED", "Runs", "conflict_text", "invoked", "noting_failures", "raising"]

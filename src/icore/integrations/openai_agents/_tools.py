@@ -37,6 +37,11 @@ meaning (every call of the tool approved).
 An approved call this agent holds no read for (a run resumed in a new process: reads
 live in memory) is refused ``not_read`` with the current values, saying so; the model's
 new call is put to the human again.
+One saved run state resumed twice (a retried "approve") runs an approved call once: a
+later run of it gets the first run's result or refusal, recorded as a replay; one whose
+first run is still going or ended with its outcome unknown is refused
+``earlier_outcome_unknown`` (:mod:`~icore.integrations.openai_agents._resumes`). An
+approval that came only with a saved state is refused and recorded as no human's.
 
 Recording: gate events and the call name the SDK agent that called the tool (a fenced
 tool shared by agents of a handoff), and inside a :func:`recording` block the tool is
@@ -84,6 +89,7 @@ from icore.integrations._approvals import (
 )
 from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import invalid_args_message, refused_args
+from icore.integrations._call_ledger import RAN, REFUSED, RETRY_UNKNOWN, UNKNOWN, CallLedger
 from icore.integrations._context import (
     ContextRoots,
     StateUpdate,
@@ -91,9 +97,12 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations._failed import Failed
 from icore.integrations._fenced import agent_error
 from icore.integrations._json_args import read_json
 from icore.integrations._recorder import active_recorder
+from icore.integrations._tool_failed import describe
+from icore.integrations.openai_agents._resumes import again_message, call_key, record_replay
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
@@ -101,6 +110,7 @@ from icore.integrations.openai_agents._sdk_approvals import (
     binding,
     unread_after_approval,
     unwitnessed_message,
+    used_elsewhere,
     witness_approvals,
     witnessed,
 )
@@ -180,6 +190,22 @@ def _noting(replan: AnyReplanner | None, fresh: list[Replan]) -> AnyReplanner | 
         return got  # type: ignore[return-value]
 
     return noted
+
+
+class _Attempt:
+    """What one run of a fenced call did: its tool body started; how it failed."""
+
+    __slots__ = ("failed", "started")
+
+    def __init__(self) -> None:
+        self.started = False
+        self.failed: Failed | None = None
+
+    def ran(self, value: Any) -> Any:
+        """Note the tool body's answer (a :class:`Failed` one kept) and return it."""
+        if isinstance(value, Failed):
+            self.failed = value
+        return value
 
 
 class _Turns:
@@ -316,8 +342,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         raise IntegrationError("on_block must be 'error' or 'raise'", on_block=on_block,
                                framework="openai_agents", tool=base.name)
     norm = _normalizer(base)
-    runs = Runs(raising(base), noting_failures(base))
     team = agent if isinstance(agent, TeamAgent) else None
+    runs = Runs(raising(base), noting_failures(base),
+                team.read if team is not None else None)  # a lost write: fresh values
     if team is None and (fence is None or not isinstance(agent, str)):
         raise agent_error(agent, tool=base.name, fence=fence, framework="openai_agents",
                           wrapper="fenced_function_tool", native=isinstance(agent, AgentBase),
@@ -362,7 +389,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             return said
         return refused_args(rec, caller_guard(ctx).agent or "agent", base.name, given, said)
 
-    async def team_invoke(ctx: ToolContext[Any], input_json: str) -> Any:
+    async def team_invoke(ctx: ToolContext[Any], input_json: str, attempt: _Attempt) -> Any:
         args = parse(input_json)
         if isinstance(args, str):
             return refused(ctx, input_json, args)
@@ -375,16 +402,19 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                   and not always_approved(base, ctx) else NO_APPROVAL)
 
         def approve(req: ApprovalRequest) -> bool:
-            if wanted is not NO_APPROVAL and not witnessed(
-                    getattr(ctx, "agent", None), base.name, ctx.tool_call_id, consume=True):
-                raise CallRefused(APPROVAL_CHANGED, unwitnessed_message(base.name))
+            who = getattr(ctx, "agent", None)
+            if wanted is not NO_APPROVAL and not witnessed(who, base.name, ctx.tool_call_id,
+                                                           consume=True):
+                raise CallRefused(APPROVAL_CHANGED, unwitnessed_message(
+                    base.name, used=used_elsewhere(who, base.name, ctx.tool_call_id)))
             if wanted is NO_APPROVAL or (wanted is not None and wanted.id == req.id):
                 return True
             raise CallRefused(APPROVAL_CHANGED, changed(
                 base.name, wanted.args if wanted is not None else norm_args, req, wanted))
 
         async def call(**a: Any) -> Any:
-            return await invoked(base, runs, ctx, a)
+            attempt.started = True
+            return attempt.ran(await invoked(base, runs, ctx, a))
 
         gated = await caller_guard(ctx).arun(
             base.name, call, norm_args, turn=turns.key(ctx),
@@ -399,20 +429,23 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             return blocked(message, gated.reason, detail)
         return gated.value
 
-    async def fence_invoke(ctx: ToolContext[Any], input_json: str) -> Any:
+    async def fence_invoke(ctx: ToolContext[Any], input_json: str, attempt: _Attempt) -> Any:
         args = parse(input_json)
         if isinstance(args, str):
             return args
         context = ctx.context
         approved = canon(args) if approved_call(base, ctx) else None
-        if approved is not None and not witnessed(getattr(ctx, "agent", None), base.name,
-                                                  ctx.tool_call_id, consume=True):
-            return blocked(unwitnessed_message(base.name), APPROVAL_CHANGED)
+        who = getattr(ctx, "agent", None)
+        if approved is not None and not witnessed(who, base.name, ctx.tool_call_id,
+                                                  consume=True):
+            return blocked(unwitnessed_message(base.name, used=used_elsewhere(
+                who, base.name, ctx.tool_call_id)), APPROVAL_CHANGED)
 
         async def call(**a: Any) -> Any:
             if approved is not None and (fresh or canon(a) != approved):
                 raise ApprovalChanged(args, a)  # a replan is another request
-            return await invoked(base, runs, ctx, a)
+            attempt.started = True
+            return attempt.ran(await invoked(base, runs, ctx, a))
 
         fresh: list[Replan] = []
         rec = _run_recorder(recorder, base.name)
@@ -447,18 +480,64 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             check_traced(base.name)  # a recorded run the SDK does not trace: loud
             proc.invoked(ctx.tool_call_id)
         rec = _run_recorder(recorder, base.name)
-        if rec is not None and approved_call(base, ctx):  # the human's yes, before the gate
-            want = asked.get(ctx.tool_call_id)
+        who = getattr(ctx, "agent", None)
+        if rec is not None and approved_call(base, ctx) and witnessed(
+                who, base.name, ctx.tool_call_id):  # the human's yes (given here), before
+            want = asked.get(ctx.tool_call_id)  # the gate; a forged one is no human's
             rec.add(caller_guard(ctx).agent or "executor", "thought",
                     f"a human approved {base.name} {input_json}", approval={
                         "tool": base.name, "approved": True,
                         "request": want.id if want is not None else None})
 
+    ledger = CallLedger()
+    """Approved calls by :func:`call_key`: a saved run resumed twice runs each once."""
+
+    def replayed(ctx: ToolContext[Any], args: dict[str, Any], earlier: Any) -> Any:
+        """A call an earlier run of its saved state answered: that answer, not run again."""
+        proc = ACTIVE_PROCESSOR.get()
+        if proc is not None:
+            proc.invoked(ctx.tool_call_id)
+        # this run's approval is not taken: a run of the same call in flight uses it
+        rec = _run_recorder(recorder, base.name)
+        who = caller_guard(ctx).agent or "executor"
+        if earlier.known:
+            record_replay(rec, who, base.name, args, ctx.tool_call_id, earlier.value)
+            return earlier.value
+        said = again_message(base.name, ctx.tool_call_id, earlier)
+        record_replay(rec, who, base.name, args, ctx.tool_call_id, said, RETRY_UNKNOWN)
+        return blocked(said, RETRY_UNKNOWN)
+
+    def settle(key: Any, attempt: _Attempt, value: Any) -> None:
+        """How an approved call's run ended, for a later run of the same saved state."""
+        failed = attempt.failed
+        if not attempt.started:
+            ledger.settle(key, REFUSED, value)  # the refusal, given again
+        elif failed is not None and failed.may_have_run:
+            ledger.settle(key, UNKNOWN, failed.error)
+        else:
+            ledger.settle(key, RAN, value)
+
     async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
         STARTED.set(asyncio.get_running_loop().time())  # the SDK's timeout= counts from here
         try:
-            noted(ctx, input_json)
-            return await inner(ctx, input_json)
+            args = parse(input_json)
+            key = (call_key(ctx, args) if isinstance(args, dict) and approved_call(base, ctx)
+                   else None)  # only an approved call is run again by a resume
+            if key is not None:
+                earlier = ledger.begin(key)
+                if earlier is not None:
+                    return replayed(ctx, args, earlier)  # type: ignore[arg-type]
+            attempt = _Attempt()
+            try:
+                noted(ctx, input_json)
+                value = await inner(ctx, input_json, attempt)
+            except BaseException as exc:  # raised: paused or refused (nothing ran), or it
+                if key is not None:  # ran and its outcome is unknown
+                    ledger.settle(key, UNKNOWN if attempt.started else None, describe(exc))
+                raise
+            if key is not None:
+                settle(key, attempt, value)
+            return value
         except AgentsException:
             raise
         except IcoreError as exc:  # ours, not the SDK's UserError around it

@@ -64,6 +64,7 @@ from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
 from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
+from icore.integrations.openai_agents._mcp_errors import mcp_failed, watch_mcp_errors
 from icore.integrations.openai_agents._span_items import items as span_items
 from icore.integrations.openai_agents._span_items import renote, unseen_note
 from icore.integrations.openai_agents._span_items import text as item_text
@@ -453,9 +454,10 @@ class RecordingProcessor(TracingProcessor):
             self._ran(data.name, args)
             call_args = args if isinstance(args, dict) else {"input": args}
             if data.mcp_data is not None and err is None:  # the gateway's refusal: isError
-                # (the SDK sets no span error for it; its text names the refusal)
+                # (the SDK sets no span error for it; its text names the refusal); any
+                # other isError result (an upstream tool that raised) failed
                 record_tool_result(self.recorder, self._who(span), data.name, call_args,
-                                   data.output)
+                                   data.output, error=mcp_failed(span.span_id))
                 return
             self.recorder.tool_call(self._who(span), data.name, call_args,
                                     err["message"] if err else data.output,
@@ -552,6 +554,7 @@ def recording(recorder: RunRecorder, *, exclusive: bool = False
             names the fix).
     """
     check_recorder(recorder, where="recording()")
+    watch_mcp_errors()  # an MCP tool's isError result is recorded as failed
     provider = get_trace_provider()
     off = _globally_off(provider)
     if off and not exclusive:
