@@ -91,32 +91,42 @@ def line_action(line: Mapping[str, Any]) -> str:
     return "action"
 
 
-def line_digest_problems(lines: Sequence[tuple[int, str, Any, bool]], *, file: str,
-                         protected: bool) -> tuple[dict[str, str], tuple[str, ...]]:
+def line_digest_problems(
+        lines: Sequence[tuple[int, str, Any, bool, tuple[str | None, int] | None]], *,
+        file: str, protected: bool
+) -> tuple[dict[str, str], tuple[tuple[str, str | None, int, str], ...], tuple[str, ...]]:
     """The guarded event lines that do not match their digest, and the warnings (#29).
 
     Args:
-        lines: ``(line number, action, recorded digest, matches)`` per guarded line
-            (:func:`checked_line`, :func:`line_action`), in file order.
+        lines: ``(line number, action, recorded digest, matches, answer)`` per guarded
+            line (:func:`checked_line`, :func:`line_action`), in file order; ``answer``
+            is ``(canonical arguments or None, step index)`` for a human answer naming
+            no ``task`` (:attr:`icore.adapters.HumanAnswer.args`, ``.step``), else None.
         file: the trace file, for the warnings.
         protected: whether the trace has PlanFence lines (the note on a trace whose
             guarded lines carry no digest is given only then).
 
     Returns:
-        ``(action -> why, warnings)``: each action one of whose lines was edited (a
-        present digest that does not match, or a missing one while another guarded
-        line has one) is counted ``INVALID`` by the audit; one warning per such line.
-        A trace none of whose guarded lines carries a digest (written before this
-        check, or by another writer) is read as recorded, with one note.
+        ``(action -> why, answers, warnings)``: each action (a ``task``, else a tool) one
+        of whose lines was edited (a present digest that does not match, or a missing
+        one while another guarded line has one) is counted ``INVALID`` by the audit; an
+        edited human answer naming no ``task`` is one of ``answers``, ``(tool,
+        arguments or None, step, why)``: only the actions it could have answered are
+        ``INVALID`` (its tool's with those arguments, and the one it is linked to; every
+        action of its tool when it records none or none has them). One warning per
+        such line. A trace none of
+        whose guarded lines carries a digest (written before this check, or by another
+        writer) is read as recorded, with one note.
     """
-    if not any(got is not None for _, _, got, _ in lines):
-        return {}, ((f"{file}: note: its {len(lines)} human-answer / tool-outcome "
-                     "line(s) carry no digest (written before #29 or by another writer): "
-                     "an edit to them cannot be detected; audited as recorded",)
-                    if lines and protected else ())
+    if not any(got is not None for _, _, got, _, _ in lines):
+        return {}, (), ((f"{file}: note: its {len(lines)} human-answer / tool-outcome "
+                         "line(s) carry no digest (written before #29 or by another "
+                         "writer): an edit to them cannot be detected; audited as recorded",)
+                        if lines and protected else ())
     out: dict[str, str] = {}
+    answers: list[tuple[str, str | None, int, str]] = []
     warnings: list[str] = []
-    for n, action, got, ok in lines:
+    for n, action, got, ok, answer in lines:
         if ok:
             continue
         why = ("it carries no digest while the trace's other such lines do" if got is None
@@ -124,10 +134,49 @@ def line_digest_problems(lines: Sequence[tuple[int, str, Any, bool]], *, file: s
                else "its digest is not a string")
         said = (f"the human-answer / tool-outcome line {n} of {action!r} does not match "
                 f"its digest: {why} (the trace was edited or damaged)")
-        out.setdefault(action, said)
-        warnings.append(f"{file}: {said}; the protected action it concerns is INVALID")
-    return out, tuple(warnings)
+        if answer is None:
+            out.setdefault(action, said)
+            warnings.append(f"{file}: {said}; the protected action it concerns is INVALID")
+        else:
+            answers.append((action, answer[0], answer[1], said))
+            warnings.append(f"{file}: {said}; the protected actions it could have answered "
+                            "(its tool's, with its arguments) are INVALID")
+    return out, tuple(answers), tuple(warnings)
 
 
-__all__ = ["FIELDS", "checked_line", "guarded", "line_action", "line_digest",
-           "line_digest_problems", "with_digest"]
+_SPAN_DOMAIN = b"icore.span-attributes.v1\n"
+
+
+def _attr_value(v: Any) -> Any:
+    """An attribute value as the digest reads it.
+
+    Every number a float (an exporter may write ``3`` as ``3.0`` and back), sequences
+    as lists.
+    """
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int | float):
+        f = float(v)
+        return f if f == f and f not in (float("inf"), float("-inf")) else repr(v)
+    if isinstance(v, list | tuple):
+        return [_attr_value(x) for x in v]
+    return repr(v)
+
+
+def attributes_digest(attrs: Mapping[str, Any], prefix: str) -> str:
+    """sha256 hex of a span's attributes under ``prefix`` (``icore.gate.``), but its digest.
+
+    What the OpenTelemetry exporter writes as ``<prefix>digest`` on a gate decision's and
+    a human answer's span, and the importer recomputes (#29). Canonical JSON of the
+    attributes named ``prefix...`` (``<prefix>digest`` left out), numbers as floats.
+    Never raises.
+    """
+    skip = prefix + "digest"
+    body = {k: _attr_value(v) for k, v in attrs.items() if k.startswith(prefix) and k != skip}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      default=repr)
+    return hashlib.sha256(_SPAN_DOMAIN + text.encode("ascii", "backslashreplace")).hexdigest()
+
+
+__all__ = ["FIELDS", "attributes_digest", "checked_line", "guarded", "line_action",
+           "line_digest", "line_digest_problems", "with_digest"]

@@ -30,8 +30,8 @@ def ship(city: str) -> str:
     return f"shipped to {city}"
 
 
-def _recorded(tmp_path: Path) -> Path:
-    """A stale call refused (a human had said no to it), then a fresh call that ran."""
+def fenced() -> tuple[RunRecorder, Workspace, Any, FenceGuard]:
+    """A recorded run's start: the task, the order written and read by the shipper."""
     rec = RunRecorder("r", question="ship order 42")
     ws = Workspace({"order/*": "sales"})
     agent = ws.agent("shipper")
@@ -39,6 +39,12 @@ def _recorded(tmp_path: Path) -> Path:
     rec.task("ship order 42")
     ws.put(ORDER, {"city": "Berlin"})
     agent.read(ORDER)
+    return rec, ws, agent, guard
+
+
+def _recorded(tmp_path: Path) -> Path:
+    """A stale call refused (a human had said no to it), then a fresh call that ran."""
+    rec, ws, agent, guard = fenced()
     ws.put(ORDER, {"city": "Munich"})  # changed after the read: the call is stale
     assert not guard.run("ship", ship, {"city": "Berlin"}).executed
     (task, *_) = [x["planfence"]["decision"]["task"] for x in rec.planfence
@@ -119,7 +125,9 @@ def test_a_dropped_digest_among_digested_lines_is_invalid(tmp_path: Path) -> Non
 def test_lines_without_digests_audit_as_before_with_one_note(tmp_path: Path) -> None:
     honest = _recorded(tmp_path)
     lines = _lines(honest)
-    for x in lines:
+    for x in lines:  # as written before #29's digests (and so before the chain)
+        x.pop("chain", None)
+        x.pop("chain_end", None)
         if "agent" in x:
             x.pop("digest", None)
     code, run, _ = _run(tmp_path, _write(tmp_path / "old.jsonl", lines),

@@ -194,8 +194,9 @@ def test_gate_activity_without_planfence_lines_is_warned(tmp_path: Path) -> None
     assert res.exit_code == 0, res.output
     assert "line 4 shows a PlanFence gate at work" in res.output.replace("\n", " ")
     clean, _ = _refund_run(tmp_path, approval=None, name="c.jsonl")
-    # hand-written: its tool outputs carry no digest, which is only noted (#29)
-    assert [w for w in load_jsonl(clean).warnings if "carry no digest" not in w] == []
+    # hand-written: its tool outputs carry no digest, its lines no chain: only noted (#29)
+    assert [w for w in load_jsonl(clean).warnings
+            if "carry no digest" not in w and "carry no chain" not in w] == []
 
 
 def test_a_one_agent_run_with_no_plan_is_stable(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from ag2.events import ToolCallEvent, ToolErrorEvent
 from ag2.middleware.builtin.tools.approval import approval_required
 from ag2.testing import TestConfig
 
+from icore._line_chain import chain_lines
 from icore._line_digest import with_digest
 from icore.adapters import FAILED_AFTER_AUTHORIZATION, OUTCOME_UNKNOWN
 from icore.errors import IntegrationError
@@ -327,12 +328,16 @@ def test_a_humans_yes_is_recorded_as_the_other_integrations_record_it() -> None:
 
 def _edited(path: Path, n: int, **fields: Any) -> Path:
     """``path`` with the ``n``-th ``ship`` tool output's fields changed (a forged line,
-    its digest recomputed: the forger knows the scheme; the ran-after-refusal rule still
-    catches it)."""
+    its digest and every chain link recomputed: the forger knows the scheme; the
+    ran-after-refusal rule still catches it)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     at = [i for i, x in enumerate(lines) if '"tool_output"' in x and '"tool": "ship"' in x][n]
     line = {k: v for k, v in {**json.loads(lines[at]), **fields}.items() if v is not None}
     lines[at] = json.dumps(with_digest(line))
+    objs = [json.loads(x) for x in lines]
+    writer = next(o["chain"]["writer"] for o in objs if "chain" in o)
+    lines = [json.dumps(o) for o in chain_lines(writer, [
+        {k: v for k, v in o.items() if k not in ("chain", "chain_end")} for o in objs])]
     out = path.with_name(f"{path.stem}-{n}.jsonl")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out

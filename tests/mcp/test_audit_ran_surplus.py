@@ -90,7 +90,13 @@ def test_a_deleted_refusal_with_its_output_flipped_is_invalid(
             x = {k: v for k, v in x.items() if k not in ("blocked", "reason")} | {
                 "exitcode": 0, "content": "booked at 100"}
         edited.append(x)
+    # the deleted lines break the gateway's chain (#29): every action is INVALID
     code, run = _audit(tmp_path, edited)
+    assert code == 3 and run["actions"]["valid"] == 0, run["actions"]
+    assert any("breaks at line" in w for w in run.get("warnings", ())), run.get("warnings")
+    # without the chain (a trace written before it), the ran-surplus rule alone fires
+    code, run = _audit(tmp_path, [{k: v for k, v in x.items()
+                                   if k not in ("chain", "chain_end")} for x in edited])
     assert code == 3 and run["actions"]["INVALID"] == 1, run["actions"]
     (bad,) = [lv for lv in run["lineage"] if lv["status"] == "INVALID"]
     assert "no decision" in bad["action"] and "beyond the calls the gate authorized" in \

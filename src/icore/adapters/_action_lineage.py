@@ -178,10 +178,53 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
     callers = planfence.callers if isinstance(planfence, PlanfenceLog) else {}
     branches = planfence.branches if isinstance(planfence, PlanfenceLog) else {}
-    return _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
+    lineages = _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
         made_by(_resent(_linked(out, replans), resent), records, callers, branches),
         answers,
         records, steps), steps), steps), steps), edited, edited_in)
+    if isinstance(planfence, PlanfenceLog):
+        lineages = _answered(lineages, planfence.edited_answers)
+        if planfence.chain_broken is not None:
+            lineages = _all_invalid(lineages, planfence.chain_broken)
+    return lineages
+
+
+def _answered(lineages: tuple[ActionLineage, ...],
+              edited: Sequence[tuple[str, str | None, int, str]]
+              ) -> tuple[ActionLineage, ...]:
+    """``lineages``, each action an edited task-less human answer could have answered ``INVALID``.
+
+    ``edited``: ``(tool, arguments or None, step, why)``
+    (:attr:`PlanfenceLog.edited_answers`). Such an answer is linked by tool and
+    arguments (:func:`human_answers`: the first action of its tool with equal arguments,
+    else the first of its tool), so it could have answered: the actions of its tool with
+    its arguments or none recorded, and the one it is linked to (``human_step`` is its
+    step); every action of its tool when it records no arguments or none has them (#29).
+    """
+    if not edited:
+        return lineages
+    out = list(lineages)
+    for tool, args, step, why in edited:
+        mine = [i for i, a in enumerate(out) if a.points and a.points[0].entry.action == tool]
+        if args is not None and any(out[i].args == args for i in mine):
+            mine = [i for i in mine if out[i].args in (args, None)
+                    or out[i].human_step == step]
+        for i in mine:
+            a = out[i]
+            if a.edited is None:
+                out[i] = replace(a, status="INVALID", edited=f"{why}; recorded as {a.counted}")
+    return tuple(out)
+
+
+def _all_invalid(lineages: tuple[ActionLineage, ...], why: str) -> tuple[ActionLineage, ...]:
+    """Every action ``INVALID``: a writer's chain of digested lines is broken (#29).
+
+    A deleted, moved, repeated or cut-off line may have concerned any action (a human's
+    rejection, a call's failure, a decision): which one cannot be known, so no verdict
+    read off the trace is trusted (fail closed); ``why`` names the line.
+    """
+    return tuple(a if a.edited is not None else replace(
+        a, status="INVALID", edited=f"{why}; recorded as {a.counted}") for a in lineages)
 
 
 def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str],

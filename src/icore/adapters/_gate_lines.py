@@ -62,6 +62,47 @@ def human_answer(obj: Mapping[str, Any], step: int,
                        isinstance(obj.get("ask"), Mapping))
 
 
+def answer_args(obj: Mapping[str, Any], step: int) -> tuple[str | None, int] | None:
+    """A task-less human answer's arguments as the audit links them, and its step.
+
+    ``(canonical JSON or None, step)`` for an answer line naming no ``task``: None when
+    it records no arguments (an ``edit``'s are not its call's: the human changed them);
+    None for a line naming a ``task`` (linked exactly) or no answer at all.
+    """
+    if obj.get("task") or ("answered_by" not in obj and "approval" not in obj):
+        return None
+    args = obj.get("args")
+    if not isinstance(args, dict) or obj.get("decision") == "edit":
+        return None, step
+    try:
+        return json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False), step
+    except (TypeError, ValueError, RecursionError):
+        return None, step
+
+
+def strs(v: Any) -> tuple[str, ...]:
+    """``v`` as a tuple of strings when it is a list of them, else ``()``."""
+    return tuple(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else ()
+
+
+def note_plan(plan_id: str, replan: bool, roots: Any,
+               plan_roots: dict[str, tuple[str, ...]],
+               replans: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> None:
+    """Note a plan line's roots; a replan line pairs its plan id's previous roots with its own.
+
+    Roots that are not a list of record ids (strings) are no roots: no replan is drawn
+    from them (the field is optional; the audit's counts do not depend on it).
+    """
+    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+        return
+    got = tuple(roots)
+    old = plan_roots.get(plan_id)
+    if replan and old and got:
+        replans.append((old, got))
+    if got:
+        plan_roots[plan_id] = got
+
+
 def call_of(obj: Mapping[str, Any], kind: StepKind) -> tuple[str, str, str | None] | None:
     """``(task, agent, args)`` of an event line naming a protected action's ``task``.
 
@@ -174,5 +215,5 @@ def gate_without_records(line: int, file: str, recorded: bool) -> tuple[str, ...
             "or checked (lines removed from the trace, or a recorder that wrote none)",)
 
 
-__all__ = ["gate_activity", "gate_without_records", "human_answer", "note_call",
-           "span_answer"]
+__all__ = ["answer_args", "gate_activity", "gate_without_records", "human_answer", "note_call",
+           "note_plan", "span_answer", "strs"]

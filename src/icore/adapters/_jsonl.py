@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._files import not_a_regular_file
+from icore._line_chain import ChainCheck
 from icore._line_digest import checked_line, line_action, line_digest_problems
 from icore.adapters._decision_check import (
     check_record_line,
@@ -71,10 +72,13 @@ from icore.adapters._decision_check import (
 )
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._gate_lines import (
+    answer_args,
     gate_activity,
     gate_without_records,
     human_answer,
     note_call,
+    note_plan,
+    strs,
 )
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
@@ -230,6 +234,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     header_at = first_step = 0  # the lines of the run header and of the first step
     planfence: dict[str, list[Any]] = {"records": [], "decisions": [], "digests": [],
                                         "lines": []}
+    chain = ChainCheck()  # each writer's chain, checked as read (#29)
     names: AgentNames | None = None
     agents_decl: dict[str, Any] = {}
     steps: list[Step] = []
@@ -285,6 +290,10 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             continue
         if "planfence" in obj and "agent" not in obj:
             _planfence_line(obj["planfence"], file, f"line {n}.planfence", planfence)
+            pf = obj["planfence"]
+            if "chain" in obj or "digest" in pf.get("decision", ()):
+                got = pf["decision"].get("digest") if "decision" in pf else pf["record"]["id"]
+                chain.line(n, obj.get("chain"), got)
             continue
         if names is None:
             first_step = n
@@ -296,9 +305,9 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         pos += 1
         last = st.index
         if st.plan_id:
-            _note_plan(st.plan_id, st.gate_replan, obj.get("roots"), plan_roots, replans)
-            if st.gate_replan and (keys := _strs(obj.get("resent_unchanged"))) and \
-                    (roots := _strs(obj.get("roots"))):
+            note_plan(st.plan_id, st.gate_replan, obj.get("roots"), plan_roots, replans)
+            if st.gate_replan and (keys := strs(obj.get("resent_unchanged"))) and \
+                    (roots := strs(obj.get("roots"))):
                 resent.append((roots, keys))
         elif (st.kind == StepKind.THOUGHT or (st.kind == StepKind.TOOL_OUTPUT
                                               and "answered_by" in obj)) and (
@@ -306,7 +315,12 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             answers.append(ans)
             gate_lines = gate_lines or n
         if (ck := checked_line(obj, st.kind)) is not None:
-            planfence["lines"].append((n, line_action(obj), *ck))
+            planfence["lines"].append((n, line_action(obj), *ck, answer_args(
+                obj, st.index) if st.kind == StepKind.THOUGHT else None))
+        if "digest" in obj or "chain" in obj:
+            chain.line(n, obj.get("chain"), obj.get("digest"))
+        if "chain_end" in obj:
+            chain.seal(n, obj["chain_end"])
         if "task" in obj:
             note_call(callers, branches, obj, st.kind, st.agent)
         if not gate_lines and gate_activity(obj, st.kind):
@@ -328,8 +342,10 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     undigested, said = decision_digest_problems(planfence["digests"],
                                                 planfence["decisions"], file=file)
     protected = bool(planfence["records"] or planfence["decisions"])
-    lined, said2 = line_digest_problems(planfence["lines"], file=file, protected=protected)
-    warnings += said + said2 + gate_without_records(gate_lines, file, protected)
+    lined, answered, said2 = line_digest_problems(planfence["lines"], file=file,
+                                                  protected=protected)
+    broken, said3 = chain.result(file=file, note=protected)
+    warnings += said + said2 + said3 + gate_without_records(gate_lines, file, protected)
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
@@ -382,7 +398,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
                                tuple(answers), edited, undigested, tuple(resent),
-                               callers, lined, branches)
+                               callers, lined, answered, broken, branches)
         if records or planfence["decisions"] else None,
         warnings=warnings,
     )
@@ -458,29 +474,6 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
         gate_replan=bool(replan) and bool(plan_id), tool=tool, ran=ran,
         task=task if isinstance(task, str) and task else None, invalid_args=invalid,
     )
-
-
-def _strs(v: Any) -> tuple[str, ...]:
-    """``v`` as a tuple of strings when it is a list of them, else ``()``."""
-    return tuple(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else ()
-
-
-def _note_plan(plan_id: str, replan: bool, roots: Any,
-               plan_roots: dict[str, tuple[str, ...]],
-               replans: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> None:
-    """Note a plan line's roots; a replan line pairs its plan id's previous roots with its own.
-
-    Roots that are not a list of record ids (strings) are no roots: no replan is drawn
-    from them (the field is optional; the audit's counts do not depend on it).
-    """
-    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
-        return
-    got = tuple(roots)
-    old = plan_roots.get(plan_id)
-    if replan and old and got:
-        replans.append((old, got))
-    if got:
-        plan_roots[plan_id] = got
 
 
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]

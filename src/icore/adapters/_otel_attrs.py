@@ -6,6 +6,8 @@ Part of :mod:`icore.adapters._otel_export` (split for size, issue 26).
 from __future__ import annotations
 
 import json
+import secrets
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,6 +15,8 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
+from icore._line_chain import CHAIN, ChainWriter
+from icore._line_digest import attributes_digest
 from icore.adapters import _otel_names as N
 from icore.fence import DecisionEntry, GateDecision
 
@@ -82,12 +86,42 @@ def guardrail_attributes(d: Mapping[str, Any]) -> dict[str, AttrValue]:
     return out
 
 
+class SpanChain:
+    """One exporter's chain over the spans it digests (thread-safe; #29).
+
+    Each gate decision's and human answer's span gets ``<prefix>digest``
+    (:func:`icore._line_digest.attributes_digest`) and its link, ``icore.chain.writer``,
+    ``.seq`` and ``.prev`` (:class:`icore._line_chain.ChainWriter`), so the audit sees a
+    span lost or repeated between the exporter and the file.
+    """
+
+    def __init__(self) -> None:
+        self._chain = ChainWriter(secrets.token_hex(8))
+        self._lock = threading.Lock()
+
+    def seal(self, attrs: dict[str, AttrValue], prefix: str) -> None:
+        """Set ``attrs``' digest over its ``prefix`` attributes, then its link."""
+        got = attributes_digest(attrs, prefix)
+        attrs[prefix + "digest"] = got
+        with self._lock:
+            link = self._chain.chained({"digest": got})[CHAIN]
+        attrs[N.CHAIN + "writer"] = link["writer"]
+        attrs[N.CHAIN + "seq"] = link["seq"]
+        attrs[N.CHAIN + "prev"] = link["prev"]
+
+
 def _guardrail_span(tracer: trace.Tracer, d: Mapping[str, Any], extra: Mapping[str, AttrValue],
-                    *, context: Any = None, start: int | None = None) -> Span:
-    """An ``apply_guardrail PlanFence`` span for one decision, with its result event."""
+                    *, context: Any = None, start: int | None = None,
+                    chain: SpanChain | None = None) -> Span:
+    """An ``apply_guardrail PlanFence`` span for one decision, with its result event.
+
+    With ``chain``: the decision's digest and its link in the exporter's chain (#29).
+    """
     attrs = {**extra, **decision_attributes(d), **guardrail_attributes(d),
              N.SPAN_KIND: "GUARDRAIL", N.DECISION: str(d.get("outcome")),
              N.REASON: str(d.get("reason"))}
+    if chain is not None:
+        chain.seal(attrs, N.G)
     span = tracer.start_span(f"{N.APPLY_GUARDRAIL} {N.GATE_COMPONENT}", context=context,
                              start_time=start, kind=SpanKind.CLIENT, attributes=attrs)
     span.add_event(N.EV_GUARDRAIL_RESULT, {k: v for k, v in attrs.items()

@@ -57,6 +57,7 @@ from icore.adapters import _otel_names as N
 from icore.adapters._errors import ExportError
 from icore.adapters._otel_attrs import (
     AttrValue,
+    SpanChain,
     _decision_dict,
     _guardrail_span,
     _json,
@@ -288,6 +289,8 @@ class OtelExporter:
             capture_content = os.environ.get(_CAPTURE_ENV, "").strip().lower() == "true"
         self.capture_content = capture_content
         self._lock = threading.Lock()
+        self.chain = SpanChain()
+        """Digests and chains the gate and human-answer spans (#29)."""
         self._live = _LiveSpans(self)
         self.dropped = 0
         """Live-run steps whose spans could not be built (an observer never raises)."""
@@ -365,7 +368,7 @@ class OtelExporter:
             cur.add_event(N.EV_GATE, {N.DECISION: str(d.get("outcome")),
                                       N.REASON: str(d.get("reason")),
                                       N.G + "point": int(d.get("point") or 0)})
-        _guardrail_span(self.tracer, d, {}).end()
+        _guardrail_span(self.tracer, d, {}, chain=self.chain).end()
 
     def human_answer(self, tool: str, approved: bool, *, request: str | None = None,
                      args: Mapping[str, Any] | None = None) -> None:
@@ -397,6 +400,7 @@ class OtelExporter:
         with self._safe():  # never stop a run over telemetry
             if args is not None and self.capture_content:
                 attrs[N.APPROVAL + "args"] = _json(dict(args))
+            self.chain.seal(attrs, N.APPROVAL)
             self.tracer.start_span(f"{N.APPLY_GUARDRAIL} human", kind=SpanKind.CLIENT,
                                    attributes=attrs).end()
 

@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 from icore.adapters import _otel_names as N
-from icore.adapters._decision_check import gate_span_decision
 from icore.adapters._errors import AdapterError
 from icore.adapters._gate_lines import span_answer
 from icore.adapters._line_steps import ColumnSteps
@@ -63,6 +62,7 @@ from icore.adapters._otel_columns import SpanColumns, columns
 from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
 from icore.adapters._otel_values import OtelSpan, span_agent
+from icore.adapters._span_seals import SpanSeals, gate_decision
 from icore.adapters._trace import (
     HumanAnswer,
     LiveRunPart,
@@ -250,6 +250,7 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
     steps = ColumnSteps(Step, StepKind, step_text_valid, where=file)  # built when read (#29)
     decisions: list[DecisionEntry] = []
     answers: list[HumanAnswer] = []
+    sealed = SpanSeals(file)
     step_of: list[int | None] = [None] * n
     unknown: dict[str, int] = {}
     root = cols.span(r_at)
@@ -303,6 +304,7 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
                               where=f"span {s.span_id} ({s.name!r})")
             if ans is not None:
                 answers.append(ans)
+                sealed.answer(s, ans)
                 said = "approved" if ans.approved else "rejected"
                 add(i, StepKind.THOUGHT, owner(i), f"a human {said} {ans.tool}")
                 continue
@@ -333,9 +335,10 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
             comp = a.get(N.GR_COMPONENT, "guardrail")
             add(i, StepKind.THOUGHT, owner(i), f"{comp} {value}/{why}: {s.name}".strip())
             j = up[i]
-            dec = _gate_decision(s, None if j < 0 else (kinds[j], ids[j]), file)
+            dec = gate_decision(s, None if j < 0 else (kinds[j], ids[j]), file)
             if dec is not None:
                 decisions.append(dec)
+                sealed.decision(s, len(decisions) - 1)
         else:
             unknown[k] = unknown.get(k, 0) + 1
             add(i, StepKind.THOUGHT, owner(i), f"{k.lower()} span {s.name!r}")
@@ -361,6 +364,8 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
         family = ICORE_LIVE
         live = LiveRunPart(tuple(calls), man if isinstance(man, str) else None)
         warnings = ()
+    edited, edited_answers, broken, chain_said = sealed.problems()
+    warnings += chain_said
     succeeded = None
     if root.status in ("OK", "ERROR") and root.end_ns and not root_paused:
         succeeded = root.status == "OK"
@@ -368,7 +373,9 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
                  succeeded=succeeded, agents=agents, steps=steps,
                  span_counts=(n_spans, n_traces),
                  orchestrator=orchestrator or None,
-                 planfence=PlanfenceLog((), tuple(decisions), answers=tuple(answers))
+                 planfence=PlanfenceLog((), tuple(decisions), answers=tuple(answers),
+                                        edited_decisions=edited,
+                                        edited_answers=edited_answers, chain_broken=broken)
                  if decisions else None,
                  unknown_spans=dict(sorted(unknown.items())), warnings=warnings, live=live)
 
@@ -403,25 +410,6 @@ def _check_parents(cols: SpanColumns, file: str) -> None:
             cur = pos.get(p) if p else None
         for x in path:
             done[x] = 1
-
-
-def _gate_decision(s: OtelSpan, parent: tuple[str, str] | None,
-                   file: str) -> DecisionEntry | None:
-    """The gate decision an icore guardrail span carries (``icore.gate.*``), or None.
-
-    Validated by :func:`icore.adapters._decision_check.gate_span_decision`. ``task``
-    groups one protected call's decisions: the span's ``icore.task`` and the enclosing
-    ``execute_tool`` span.
-
-    Raises:
-        AdapterError: a malformed decision (naming the span and the attribute).
-    """
-    a, g = s.attributes, N.G
-    call = parent[1][:8] if parent is not None and parent[0] == "TOOL" else ""
-    action = a.get(g + "action")
-    task = "/".join(str(x) for x in (a.get(N.TASK), action if isinstance(action, str)
-                                     else None, call) if x)
-    return gate_span_decision(a, task, file=file, where=f"span {s.span_id} ({s.name!r})")
 
 
 def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:

@@ -101,6 +101,9 @@ AUDIT_REQ_ID = "icore.audit.requirement.id"
 OBLIGATION = "icore.obligation"
 G = "icore.gate."
 """Prefix of one gate decision's attributes (``icore.gate.outcome``, ``.roots``, ...)."""
+CHAIN = "icore.chain."
+"""Prefix of a gate or human-answer span's link in its exporter's chain: ``writer``
+(string), ``seq`` (int), ``prev`` (string; :mod:`icore._line_chain`, #29)."""
 
 # span events
 EV_METRICS = "icore.metrics"

@@ -262,7 +262,7 @@ class _LiveSpans:
                    if N.AGENT_ID in attrs else {})}, t.last_ns)
         t.gates += 1
         g = _guardrail_span(self.tracer, d, attrs, context=trace.set_span_in_context(t.tool),
-                            start=now)
+                            start=now, chain=self._exporter.chain)
         _outcome_events(g, outcome)
         g.end(end_time=now)
         t.tool.add_event(N.EV_GATE, {N.DECISION: str(d.get("outcome")),

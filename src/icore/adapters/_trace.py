@@ -328,6 +328,15 @@ class PlanfenceLog:
         edited_lines: action (task or tool) -> why, for each human-answer or
             tool-outcome event line that does not match its recorded ``digest``
             (:func:`icore._line_digest.line_digest`; #29): that action is ``INVALID``.
+        edited_answers: ``(tool, canonical arguments or None, step, why)`` per
+            human-answer line naming no ``task`` that does not match its digest (``step``:
+            the answer's :attr:`HumanAnswer.step`): the actions it could have answered
+            are ``INVALID`` (that tool's with those arguments and the one it is linked
+            to; every one of the tool when it records no arguments or none has them; #29).
+        chain_broken: why, naming the line, when a writer's chain of digested lines
+            breaks (a line deleted, moved, repeated or cut off: :mod:`icore._line_chain`;
+            #29): every protected action of the run is ``INVALID``. None: whole, or
+            no chain recorded.
         branches: task -> the parallel branch its call was made in (the ``branch`` of the
             first event line naming the task that has one: LangGraph ``Send`` branches,
             ``"worker[1]/tools"``); a task of no branch is absent (#28).
@@ -342,6 +351,8 @@ class PlanfenceLog:
     resent: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     callers: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
     edited_lines: Mapping[str, str] = field(default_factory=dict)
+    edited_answers: tuple[tuple[str, str | None, int, str], ...] = ()
+    chain_broken: str | None = None
     branches: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -50,6 +50,7 @@ module keeps the run's events, the replan bookkeeping and the outputs.
 from __future__ import annotations
 
 import bisect
+import secrets
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -58,6 +59,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from icore._line_chain import chain_lines
 from icore._line_digest import with_digest
 from icore._strict_json import strict_dumps
 from icore.errors import IntegrationError, brief
@@ -186,6 +188,9 @@ class RunRecorder:
         self._before: list[Callable[[], None]] = []
         self._traced: list[dict[str, Any]] = []
         """``task`` and ``termination`` lines a framework's trace gave (``traced=True``)."""
+        self.writer = secrets.token_hex(8)
+        """This recorder's writer id in the lines' ``chain`` (16 hex digits, random: each
+        writer of a file keeps its own chain; :mod:`icore._line_chain`)."""
         self._lock = threading.Lock()
 
     @property
@@ -460,10 +465,13 @@ class RunRecorder:
             run["succeeded"] = self.succeeded
         return {"run": run}
 
-    def jsonl(self) -> str:
+    def jsonl(self, *, after: Sequence[Mapping[str, Any]] = ()) -> str:
         """The run in the generic JSONL format.
 
-        The header first, then the PlanFence lines, then one event per line.
+        The header first, then the PlanFence lines, then one event per line, then
+        ``after`` (the MCP gateway's PlanFence lines). Every digested line carries its
+        link in this recorder's chain (:attr:`writer`), every end line the chain's seal
+        (:func:`icore._line_chain.chain_lines`, #29).
         """
         with self._lock:
             before = list(self._before)
@@ -472,7 +480,8 @@ class RunRecorder:
         with self._lock:
             events = list(self.events)
             planfence = list(self.planfence)
-        lines = [self.header(), *planfence, *map(with_digest, events)]
+        lines = chain_lines(self.writer, [self.header(), *planfence,
+                                          *map(with_digest, events), *after])
         return "".join(strict_dumps(x, sort_keys=True) + "\n" for x in lines)
 
     def write(self, path: str | Path, *, overwrite: bool = False) -> Path:

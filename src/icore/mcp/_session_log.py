@@ -39,6 +39,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from icore._line_chain import CHAIN_END, ChainWriter, is_end
+from icore._line_digest import with_digest
 from icore._strict_json import strict_dumps
 from icore.adapters import MAY_HAVE_RUN_MARK
 from icore.fence import DecisionEntry, GateDecision, Outcome
@@ -137,6 +139,7 @@ class GatewayTrace:
         self._plan_of: dict[RecordId, str] = {}
         """A protected call's action record -> its plan id (its task), for its replan."""
         self._sessions = 0
+        self._chain = ChainWriter(self.recorder.writer)  # the live file's (#29)
         self._claim = claim
         self._closed = False
         self._ident: tuple[int, int] | None = None
@@ -392,18 +395,17 @@ class GatewayTrace:
         self.flush()
 
     def jsonl(self) -> str:
-        """The trace: the recorder's lines, then the PlanFence lines."""
+        """The trace: the recorder's lines, then the PlanFence lines (one chain, #29)."""
         with self._lock:
             extra = list(self.planfence)
-        return self.recorder.jsonl() + "".join(strict_dumps(x, sort_keys=True) + "\n"
-                                               for x in extra)
+        return self.recorder.jsonl(after=extra)
 
     def flush(self) -> None:
         """Append the events recorded since the last flush to the trace file.
 
         Append-only while the gateway runs (O(1) per event, a killed gateway keeps every
         line written); :meth:`close` rewrites the file once, atomically, with the final
-        header (every session's agent named).
+        header (every session's agent named). Digested and chained as the rewrite (#29).
         """
         if self.path is None:
             return
@@ -411,7 +413,7 @@ class GatewayTrace:
             events = self.recorder.events[self._events_done:]
             pf = self.planfence[self._pf_done:]
             amends = list(self._amends)
-            lines = [strict_dumps(x, sort_keys=True) + "\n" for x in (*events, *pf, *amends)]
+            chain, lines = _appended(self._chain, (*events, *pf, *amends))
             if self._fh is None:
                 lines.insert(0, strict_dumps(self.recorder.header(), sort_keys=True) + "\n")
             try:
@@ -431,7 +433,7 @@ class GatewayTrace:
                 log.error("cannot write the trace %s: %s", self.path, exc)
                 return
             self._events_done += len(events)
-            self._pf_done += len(pf)
+            self._pf_done, self._chain = self._pf_done + len(pf), chain
             del self._amends[:len(amends)]
 
     def close(self, failure: str | None = None) -> None:
@@ -509,6 +511,22 @@ class GatewayTrace:
             except OSError as exc:
                 self.written_to = None
                 log.error("cannot write the trace %s: %s", target, exc)
+
+
+def _appended(chain: ChainWriter, lines: Sequence[Mapping[str, Any]]
+              ) -> tuple[ChainWriter, list[str]]:
+    """The text of ``lines`` appended to the live trace, and its chain after them (#29).
+
+    Each line with its digest (:func:`icore._line_digest.with_digest`) and its link in
+    ``chain`` (continued, not changed: a write that fails keeps the old one), an end
+    line with the chain's seal; the final rewrite is chained anew
+    (:meth:`RunRecorder.jsonl`).
+    """
+    after = ChainWriter(chain.writer)
+    after.seq, after.last = chain.seq, chain.last
+    batch = [after.chained(with_digest(x)) for x in lines]
+    return after, [strict_dumps({**x, CHAIN_END: after.seal()} if is_end(x) else x,
+                                sort_keys=True) + "\n" for x in batch]
 
 
 def _not_ours(path: Path, ident: tuple[int, int] | None) -> str | None:
