@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("icore.mcp")
 
 
-
 class Caller:
     """One forwarded ``tools/call`` in flight: whom its upstream's questions go to.
 
@@ -296,8 +295,9 @@ class Asks:
                                                           self.timeout_s))
         except Exception as exc:  # the client's error, no answer in time, session gone
             text = _failure(exc, self.timeout_s)
-            self.trace.note(caller.sid, f"no answer from the client to {kind} during "
-                            f"{tool}: {text}", ask={**asked, "error": text})
+            self.trace.note(caller.sid, f"no answer from the client to {kind} " +
+                            (f"during {tool}" if tool else "outside any call") +
+                            f": {text}", ask={**asked, "error": text})
             code = getattr(getattr(exc, "error", None), "code", None)
             return types.ErrorData(code=code if isinstance(code, int)
                                    else types.INTERNAL_ERROR, message=text)
