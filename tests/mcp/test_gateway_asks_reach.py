@@ -52,10 +52,11 @@ async def _no_stream_calls(url: str, calls: list[tuple[str, dict[str, Any]]]
 
 
 def test_http_session_without_a_get_stream_is_answered_at_once(tmp_path: Path) -> None:
-    """An HTTP session that declared elicitation, sampling and roots but has no GET
-    stream open cannot be sent the upstream's question: the upstream is answered at once
-    (``... not supported by the client: its HTTP session has no GET stream open``), not
-    after ``ask_timeout_s`` (a day), and the call's error says so."""
+    """An HTTP session that declared elicitation, sampling and roots but never opens a
+    GET stream cannot be sent the upstream's question: the upstream is answered (``...
+    not supported by the client: its HTTP session has no GET stream open``) after at
+    most the first stream's grace, not after ``ask_timeout_s`` (a day), and the call's
+    error says so."""
     log = tmp_path / "up.log"
     with _http_gateway(tmp_path, log, ask_timeout_s=86400) as url:
         async def main() -> list[dict[str, Any]]:

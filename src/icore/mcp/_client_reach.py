@@ -14,7 +14,10 @@ method not supported by the client), saying why:
 * a sessionless (2026-07-28) client: its connection has no channel for a server's
   request;
 * an HTTP session with no GET stream open (:class:`GetStreams`, seen by the gateway's
-  HTTP front: a ``GET /mcp`` of that ``Mcp-Session-Id`` answered 200 and not ended).
+  HTTP front: a ``GET /mcp`` of that ``Mcp-Session-Id`` answered 200 and not ended). A
+  session that never opened one yet gets up to :data:`FIRST_GET_GRACE_S` to open its
+  first (:meth:`GetStreams.first_open`): the SDK's client opens it alongside its first
+  request, so a question raised by that request could otherwise beat it.
 
 Pure except :meth:`GetStreams.serve` (an ASGI wrapper).
 """
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import anyio
 
 NOT_SUPPORTED = {"elicitation": "Elicitation not supported",
                  "sampling": "Sampling not supported",
@@ -35,6 +40,18 @@ ASKED = {"elicitation": "input (elicitation, ctx.elicit)",
 """What an upstream asked the client for, by kind (the call's error text)."""
 
 
+FIRST_GET_GRACE_S = 5.0
+"""Longest wait for a session's first GET stream when a question finds none, seconds."""
+
+NO_GET_STREAM = ("its HTTP session has no GET stream open (the gateway answers POSTs with "
+                 "JSON, so a request to the client can only go on that stream; the SDK "
+                 "would drop it)")
+"""Why an HTTP session with no GET stream open cannot be asked (:func:`cannot_receive`)."""
+
+SEEN_MAX = 100_000
+"""Most session ids :class:`GetStreams` remembers as having had a GET stream."""
+
+
 class GetStreams:
     """The HTTP client sessions' open GET streams, by ``Mcp-Session-Id``.
 
@@ -45,10 +62,29 @@ class GetStreams:
 
     def __init__(self) -> None:
         self._open: dict[str, int] = {}
+        self._seen: dict[str, None] = {}  # sessions that had one (insertion order: oldest)
+        self._waits: dict[str, anyio.Event] = {}
 
     def is_open(self, session_id: str) -> bool:
         """Whether session ``session_id`` has a GET stream open now."""
         return self._open.get(session_id, 0) > 0
+
+    async def first_open(self, session_id: str, grace_s: float) -> bool:
+        """Whether ``session_id`` has a GET stream open, waiting for its first one.
+
+        A session that never had one gets up to ``grace_s`` seconds to open it (its
+        opening ends the wait at once); one that had one and closed it: False at once.
+        """
+        if self.is_open(session_id):
+            return True
+        if session_id in self._seen:
+            return False
+        event = self._waits.setdefault(session_id, anyio.Event())
+        with anyio.move_on_after(grace_s):
+            await event.wait()
+        if self._waits.get(session_id) is event and not event.is_set():
+            del self._waits[session_id]
+        return self.is_open(session_id)
 
     async def serve(self, app: Any, scope: Mapping[str, Any], receive: Any,
                     send: Any) -> None:
@@ -63,6 +99,11 @@ class GetStreams:
                     and message.get("status") == 200:
                 opened = True
                 self._open[sid] = self._open.get(sid, 0) + 1
+                self._seen[sid] = None
+                while len(self._seen) > SEEN_MAX:
+                    del self._seen[next(iter(self._seen))]
+                if (event := self._waits.pop(sid, None)) is not None:
+                    event.set()
             await send(message)
 
         try:
@@ -105,12 +146,16 @@ def cannot_receive(session: Any, kind: str, params: Any,
     if not getattr(conn, "has_standalone_channel", False):
         return ("its connection has no channel for a server's request (a sessionless "
                 "2026-07-28 client)")
-    sid = getattr(conn, "session_id", None)
-    if streams is not None and isinstance(sid, str) and sid and not streams.is_open(sid):
-        return ("its HTTP session has no GET stream open (the gateway answers POSTs with "
-                "JSON, so a request to the client can only go on that stream; the SDK "
-                "would drop it)")
+    sid = session_id(session)
+    if streams is not None and sid and not streams.is_open(sid):
+        return NO_GET_STREAM
     return None
+
+
+def session_id(session: Any) -> str | None:
+    """The HTTP ``Mcp-Session-Id`` of a client's server-side ``session``, else None."""
+    sid = getattr(getattr(session, "_connection", None), "session_id", None)
+    return sid if isinstance(sid, str) and sid else None
 
 
 def not_receivable(kind: str, why: str) -> Any:
@@ -132,5 +177,5 @@ def not_forwarded(message: str) -> str | None:
     return None
 
 
-__all__ = ["ASKED", "NOT_SUPPORTED", "GetStreams", "cannot_receive", "not_forwarded",
-           "not_receivable"]
+__all__ = ["ASKED", "FIRST_GET_GRACE_S", "NOT_SUPPORTED", "NO_GET_STREAM", "GetStreams",
+           "cannot_receive", "not_forwarded", "not_receivable", "session_id"]

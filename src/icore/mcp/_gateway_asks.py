@@ -44,7 +44,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from icore.mcp._client_reach import GetStreams, cannot_receive, not_receivable
+from icore.mcp._client_reach import (
+    FIRST_GET_GRACE_S,
+    NO_GET_STREAM,
+    GetStreams,
+    cannot_receive,
+    not_receivable,
+    session_id,
+)
 
 if TYPE_CHECKING:
     from icore.mcp._session_log import GatewayTrace
@@ -284,6 +291,12 @@ class Asks:
                         (f"during {tool}" if tool else "outside any call") +
                         (f": {message}" if message else ""), ask=asked)
         unfit = cannot_receive(caller.ctx.session, kind, params, self.streams)
+        sid = session_id(caller.ctx.session)
+        if unfit == NO_GET_STREAM and self.streams is not None and sid is not None:
+            with caller.paused():  # its first GET stream may be on its way
+                if await self.streams.first_open(sid, min(FIRST_GET_GRACE_S,
+                                                          self.timeout_s)):
+                    unfit = cannot_receive(caller.ctx.session, kind, params, self.streams)
         if unfit is not None:
             error = not_receivable(kind, unfit)
             self.trace.note(caller.sid, f"the client cannot be asked ({kind}): {unfit}; the "
