@@ -29,11 +29,11 @@ UPSTREAM = Path(__file__).resolve().parent / "upstream_asks.py"
 BUDGET = "fact://plan/budget"
 
 
-def _manifest(folder: Path, upstream: dict[str, Any]) -> Path:
+def _manifest(folder: Path, upstream: dict[str, Any], **extra: Any) -> Path:
     m = {"name": "asks-gateway", "upstreams": {"asks": upstream},
          "facts": {"owners": {"fact://plan/*": "planner"}, "initial": {BUDGET: 100}},
          "tools": {"approve": {"depends_on": [BUDGET]}},
-         "trace": str(folder / "trace.jsonl")}
+         "trace": str(folder / "trace.jsonl"), **extra}
     path = folder / "gateway.yaml"
     path.write_text(yaml.safe_dump(m), encoding="utf-8")
     return path
@@ -137,36 +137,49 @@ def test_stdio_sampling_reaches_the_clients_model(tmp_path: Path) -> None:
     assert '"model": "test-model"' in (tmp_path / "trace.jsonl").read_text()
 
 
-def test_a_client_without_the_capability_gets_a_clear_error(tmp_path: Path) -> None:
-    """A client that declared no elicitation (sampling) capability: the upstream gets the
-    SDK's own "not supported", and the call's error says the client does not support
-    it (the gateway forwards it to clients that do)."""
+def test_a_client_without_the_capability_is_not_waited_for(tmp_path: Path) -> None:
+    """A client that declared no elicitation, sampling or roots capability: the upstream
+    gets a JSON-RPC error at once (never the question's bound: a day here, so a wait
+    would hang the test) saying the client does not support it and why, and the call's
+    error says so too."""
     log = tmp_path / "up.log"
-    manifest = _manifest(tmp_path, _stdio_upstream(log))
+    manifest = _manifest(tmp_path, _stdio_upstream(log), ask_timeout_s=86400)
+    said = "not supported by the client: it declared no {} capability in its initialize"
 
     async def main() -> None:
         async with _stdio(manifest) as s:
             await s.call_tool("icore_get_fact", {"key": BUDGET})
-            r = await s.call_tool("approve", {"amount": 3})
-            assert r.is_error and "which this client does not support" in text(r), text(r)
-            assert "Elicitation not supported" in text(r), text(r)
-            r = await s.call_tool("summarize", {"text": "x"})
-            assert r.is_error and "Sampling not supported" in text(r), text(r)
+            with anyio.fail_after(120):  # a hang guard, not a measure
+                r = await s.call_tool("approve", {"amount": 3})
+                assert r.is_error and "which this client does not support or cannot " \
+                    "receive" in text(r), text(r)
+                assert "asked the client for input (elicitation" in text(r), text(r)
+                assert "Elicitation " + said.format("elicitation") in text(r), text(r)
+                r = await s.call_tool("summarize", {"text": "x"})
+                assert r.is_error and "Sampling " + said.format("sampling") in text(r), text(r)
+                r = await s.call_tool("where", {})
+                assert r.is_error and "List roots " + said.format("roots") in text(r), text(r)
+                assert "asked the client for its roots (roots/list" in text(r), text(r)
 
     anyio.run(main)
     assert [x.get("error") for x in upstream_log(log) if x["tool"] == "approve_done"] == [
-        "Elicitation not supported"]
+        "Elicitation " + said.format("elicitation")]
+    assert [x.get("error") for x in upstream_log(log) if x["tool"] == "where_done"] == [
+        "List roots " + said.format("roots")]
+    trace = (tmp_path / "trace.jsonl").read_text()
+    assert trace.count("the upstream is answered at once") == 3
 
 
 @contextlib.contextmanager
-def _http_gateway(folder: Path, log: Path, lean: bool = True) -> Iterator[str]:
+def _http_gateway(folder: Path, log: Path, lean: bool = True, **extra: Any
+                  ) -> Iterator[str]:
     """The upstream over streamable HTTP and ``icore mcp --http`` in front of it."""
     p_up, p_gw = free_port(), free_port()
     with process([sys.executable, str(UPSTREAM), "--http", str(p_up)],
                  extra_env={"UPSTREAM_LOG": str(log)}) as up:
         wait_port(p_up, up)
         manifest = _manifest(folder, {"url": f"http://127.0.0.1:{p_up}/mcp",
-                                      "timeout_s": 10})
+                                      "timeout_s": 10}, **extra)
         with process([sys.executable, "-m", "icore", "mcp", str(manifest), "--http",
                       f"127.0.0.1:{p_gw}"],
                      extra_env={"ICORE_MCP_LEAN": "1" if lean else "0"}) as gw:

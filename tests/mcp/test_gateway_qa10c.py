@@ -151,8 +151,11 @@ def test_garbage_answers_may_have_run(tmp_path: Path, lean: str,
         assert "pydantic" not in said and len(said) < 600, said
         assert (got[n].meta or {})["icore/upstream"] == {"upstream": "g",
                                                          "may_have_run": True}
-    if lean == "1":  # the lean path names the status (#29; the SDK's error has none)
-        assert "error response (HTTP 500)" in text(got["html500"]), text(got["html500"])
+    # both paths name the upstream's HTTP status (#29; the SDK's own error has none)
+    said = text(got["html500"])
+    assert "error response (HTTP 500 Internal Server Error, text/html)" in said, said
+    assert "no such route (HTTP 500)" in text(got["refuse500"]), text(got["refuse500"])
+    assert "(HTTP" not in text(got["refuse"]), text(got["refuse"])  # a 200: none
     counts = audited_actions(tmp_path / "trace.jsonl")
     assert counts["outcome unknown"] == 4, counts
     assert counts["failed after authorization"] == 2 and counts["valid"] == 1, counts

@@ -255,7 +255,8 @@ def test_an_error_status_with_a_jsonrpc_body_is_that_error() -> None:
     async def body(calls: LeanCalls, s: Session, seen: list[dict[str, Any]]) -> None:
         with pytest.raises(MCPError) as err:
             await calls.call(s, "echo", {}, None)
-        assert (err.value.code, err.value.message) == (-32602, "bad arguments")
+        # the upstream's own error, with the status it came at (#29)
+        assert (err.value.code, err.value.message) == (-32602, "bad arguments (HTTP 400)")
 
     run(reply, body)
 

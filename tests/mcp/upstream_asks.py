@@ -11,9 +11,11 @@ import json
 import os
 import sys
 import warnings
+from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp_types import NotificationParams
 from pydantic import BaseModel
 
 mcp = MCPServer("asks-upstream")
@@ -86,6 +88,38 @@ async def summarize(text: str, ctx: Context) -> str:
     said = getattr(r.content, "text", "")
     _log("summarize_done", said=said)
     return f"summary: {said}"
+
+
+@mcp.tool()
+async def where(ctx: Context) -> str:
+    """Ask the client for its roots (``roots/list``), then answer their URIs."""
+    _log("where")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # roots are deprecated in 2026-07-28
+            r = await ctx.session.list_roots()
+    except Exception as exc:
+        _log("where_done", error=str(exc))
+        raise
+    uris = [str(x.uri) for x in r.roots]
+    _log("where_done", roots=uris)
+    return " ".join(uris)
+
+
+async def _roots_changed(ctx: Any, params: Any) -> None:
+    """The client's roots changed: list them again (outside any call), log what came."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = await ctx.session.list_roots()
+    except Exception as exc:
+        _log("roots_changed", error=str(exc))
+        return
+    _log("roots_changed", roots=[str(x.uri) for x in r.roots])
+
+
+mcp._lowlevel_server.add_notification_handler(
+    "notifications/roots/list_changed", NotificationParams, _roots_changed)
 
 
 @mcp.tool()

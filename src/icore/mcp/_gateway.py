@@ -360,6 +360,8 @@ class Gateway:
             v = self.facts.session(f"{client}#{next(self._n)}@{self.tag}")
             self._sessions[key] = v
             self.trace.session(v.sid, client)
+        if self.single_client:  # an upstream's roots/list outside a call goes there
+            self.asks.sole = (ctx, v.sid)
         return v
 
     def _client_key(self, ctx: Any) -> Any:
@@ -403,7 +405,7 @@ class Gateway:
     # -- the SDK server -----------------------------------------------------------------
     def _make_server(self) -> Any:
         from mcp.server import Server
-        return Server(
+        server = Server(
             self.manifest.name, version="icore",
             instructions=GATEWAY_INSTRUCTIONS,
             on_list_tools=self._list_tools, on_call_tool=self._call_tool,
@@ -413,6 +415,8 @@ class Gateway:
             on_subscribe_resource=self._resources.subscribe,
             on_unsubscribe_resource=self._resources.unsubscribe,
             on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt)
+        self.asks.listen_roots(server, self)  # a client's roots/list_changed
+        return server
 
     async def _list_tools(self, ctx: Any, params: Any) -> Any:
         from mcp_types import ListToolsResult

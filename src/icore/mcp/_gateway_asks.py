@@ -1,10 +1,11 @@
 """An upstream's requests to the client, forwarded to the session whose call raised them.
 
 An upstream tool may ask the client's human for input (``elicitation/create``: an
-approval, a missing value) or the client's model for a completion
-(``sampling/createMessage``) while it runs a ``tools/call``. The gateway's connection to
-an upstream is shared by all its client sessions, so such a request goes to the session
-whose call is in flight there (#29):
+approval, a missing value), the client's model for a completion
+(``sampling/createMessage``) or the client's roots (``roots/list``: the directories it
+may work in) while it runs a ``tools/call``. The gateway's connection to an upstream is
+shared by all its client sessions, so such a request goes to the session whose call is
+in flight there (#29):
 
 * over HTTP (and the lean path) the upstream sends it on that call's own response
   stream; the SDK hands it to the gateway's callback in the context of the task that
@@ -13,18 +14,23 @@ whose call is in flight there (#29):
 * over stdio the line carries no such link: the call is the one in flight on that
   upstream, or any of several when they all come from one client session (a stdio
   client always is one); calls of several sessions in flight there at once cannot be
-  told apart, and the request is answered with an error saying so (never guessed).
+  told apart, and the request is answered with an error saying so (never guessed);
+* a ``roots/list`` outside any call (an upstream refreshing its roots after
+  ``notifications/roots/list_changed``) goes to the gateway's one client over stdio
+  (:attr:`Asks.sole`); over HTTP it has no session to go to and is refused, saying so.
 
-The client's answer is the upstream's answer. A client that declared no elicitation
-(sampling) capability, or that cannot be sent a request (no back channel), gets the
-upstream the SDK's own "Elicitation not supported" ("Sampling not supported"). Each
-question waits at most the manifest's ``ask_timeout_s`` (default 300) for its answer,
-and the upstream call's own ``timeout_s`` does not run meanwhile (the upstream waits on
-the human, it does not work); a client session that closes while asked fails the
-question at once, so the upstream's call ends. The question and the answer go to the
-trace: a human's answer to a protected call as the recorders write approvals
-(``answered_by: "human"``, a ``decision``, the tool and its arguments), so ``icore
-audit`` shows the action approved or rejected by a human.
+The client's answer is the upstream's answer. A client that cannot receive the request
+(:func:`~icore.mcp._client_reach.cannot_receive`: no such capability declared, no
+channel, an HTTP session with no GET stream open) is not asked: the upstream gets a
+JSON-RPC error at once (``-32601``, "Elicitation not supported by the client: <why>").
+Each question waits at most the manifest's ``ask_timeout_s`` (default 300) for its
+answer, and the upstream call's own ``timeout_s`` does not run meanwhile (the upstream
+waits on the human, it does not work); a client session that closes while asked fails
+the question at once, so the upstream's call ends. The question and the answer go to
+the trace, the answer with the ``task`` of the call that asked (when known exactly): a
+human's answer to a protected call as the recorders write approvals (``answered_by:
+"human"``, a ``decision``, the tool and its arguments), so ``icore audit`` shows that
+action approved or rejected by a human.
 """
 
 from __future__ import annotations
@@ -33,19 +39,24 @@ import contextlib
 import contextvars
 import logging
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+
+from icore.mcp._client_reach import (
+    FIRST_GET_GRACE_S,
+    NO_GET_STREAM,
+    GetStreams,
+    cannot_receive,
+    not_receivable,
+    session_id,
+)
 
 if TYPE_CHECKING:
     from icore.mcp._session_log import GatewayTrace
 
 log = logging.getLogger("icore.mcp")
-
-NOT_SUPPORTED = {"elicitation": "Elicitation not supported",
-                 "sampling": "Sampling not supported"}
-"""The answer (the SDK client's own words) when the calling client cannot be asked."""
 
 
 class Caller:
@@ -64,12 +75,17 @@ class Caller:
             never (stdio: a client gone stops the gateway).
         scope: the cancel scope bounding the call at its upstream (its ``timeout_s``),
             paused while a question waits (:meth:`paused`); None until the call is sent.
+        task: the call's ``task`` in the trace (``<session>/<n>``): an answer's line
+            names it, so the audit links the answer to exactly this call. None: none
+            (a question outside any call).
     """
 
     def __init__(self, ctx: Any, sid: str, tool: str, args: Mapping[str, Any],
-                 protected: bool, upstream: str, gone: ClientLink | None = None) -> None:
+                 protected: bool, upstream: str, gone: ClientLink | None = None,
+                 task: str | None = None) -> None:
         self.ctx, self.sid, self.tool, self.args = ctx, sid, tool, args
         self.protected, self.upstream, self.gone = protected, upstream, gone
+        self.task = task
         self.scope: anyio.CancelScope | None = None
         self._pauses = 0
         self._left = 0.0
@@ -147,6 +163,12 @@ class Asks:
         self.trace = trace
         self.timeout_s = timeout_s
         self._inflight: dict[str, list[Caller]] = {}
+        self.streams: GetStreams | None = None
+        """HTTP: the sessions' open GET streams (set by the HTTP front); None: stdio."""
+        self.sole: tuple[Any, str] | None = None
+        """Stdio: ``(a request context, session id)`` of the gateway's one client (its
+        latest request), where a ``roots/list`` outside any call goes; None: HTTP, or
+        no request yet."""
 
     @contextlib.contextmanager
     def calling(self, caller: Caller) -> Iterator[None]:
@@ -168,12 +190,56 @@ class Asks:
         async def sample(context: Any, params: Any) -> Any:
             return await self.ask(upstream, "sampling", params)
 
-        return {"elicitation_callback": elicit, "sampling_callback": sample}
+        async def roots(context: Any) -> Any:
+            return await self.ask(upstream, "roots", None)
 
-    def _caller(self, upstream: str) -> tuple[Caller | None, bool, str]:
-        """``(caller, exact, why none)`` of a question ``upstream`` asks now.
+        return {"elicitation_callback": elicit, "sampling_callback": sample,
+                "list_roots_callback": roots}
+
+    def listen_roots(self, server: Any, host: Any) -> None:
+        """Serve ``notifications/roots/list_changed`` at ``host``'s SDK ``server``.
+
+        ``host``: the gateway (its sessions, upstreams, stdio or not); see
+        :meth:`roots_changed`.
+        """
+        from mcp_types import NotificationParams
+
+        async def changed(ctx: Any, params: Any) -> None:
+            await self.roots_changed(host.view(ctx).sid, host.upstreams.values(),
+                                     host.single_client)
+        server.add_notification_handler("notifications/roots/list_changed",
+                                        NotificationParams, changed)
+
+    async def roots_changed(self, sid: str, upstreams: Iterable[Any], stdio: bool) -> None:
+        """Session ``sid``'s ``notifications/roots/list_changed``: to every live upstream.
+
+        Stdio only (``stdio``): the one client's roots are the upstreams' roots; an
+        upstream then asks ``roots/list`` again, which goes to that client
+        (:attr:`sole`). Over HTTP the upstream connections are shared by every session,
+        whose roots differ: not passed on (an upstream asks each call's own session
+        within the call). Best effort, as notifications are; traced.
+        """
+        import mcp_types as types
+        if not stdio:
+            self.trace.note(sid, "the client's roots changed (not passed to the upstreams: "
+                            "their connections are shared by every HTTP session)")
+            return
+        sent = []
+        for u in upstreams:
+            if u.session is None or not u.alive():
+                continue
+            with contextlib.suppress(Exception):
+                await u.session.send_notification(types.RootsListChangedNotification())
+                sent.append(u.name)
+        self.trace.note(sid, "the client's roots changed; passed to upstream(s) "
+                        + (", ".join(sent) or "none (none connected)"))
+
+    def _caller(self, upstream: str, kind: str) -> tuple[Caller | None, bool, str]:
+        """``(caller, exact, why none)`` of a ``kind`` question ``upstream`` asks now.
 
         ``exact``: the one call that asked is known (else one of one session's calls).
+        A ``roots/list`` outside any call goes to the stdio client (:attr:`sole`; its
+        caller has no ``tool`` nor ``task``).
         """
         c = CALLER.get()
         if c is not None and c.upstream == upstream:
@@ -184,20 +250,26 @@ class Asks:
         if calls and len({id(x.ctx.session) for x in calls}) == 1:
             return calls[0], False, ""
         if not calls:
+            if kind == "roots" and self.sole is not None:  # stdio: its one client's
+                return Caller(self.sole[0], self.sole[1], "", {}, False, upstream), \
+                    True, ""
             return None, False, f"no call of a client is in flight at upstream {upstream}"
         return None, False, (f"{len(calls)} calls of several client sessions are in "
-                             f"flight at upstream {upstream} (stdio), so the gateway "
-                             "cannot tell which one asked")
+                             f"flight at upstream {upstream} and its request carries no "
+                             "link to one (a stdio line, or an HTTP upstream's request "
+                             "sent on its GET stream), so the gateway cannot tell which "
+                             "one asked")
 
     async def ask(self, upstream: str, kind: str, params: Any) -> Any:
         """Forward ``params`` (a ``kind`` question of ``upstream``) to its caller's client.
 
         Returns the client's result, or ``ErrorData`` (never raises): no caller found, a
-        client that cannot be asked (:data:`NOT_SUPPORTED`), no answer within
+        client that cannot receive it (at once:
+        :func:`~icore.mcp._client_reach.not_receivable`), no answer within
         :attr:`timeout_s`, the client's own error or its session gone.
         """
         import mcp_types as types
-        caller, exact, why = self._caller(upstream)
+        caller, exact, why = self._caller(upstream, kind)
         if caller is None:
             log.warning("upstream %s asked for %s: %s", upstream, kind, why)
             self.trace.note("gateway", f"upstream {upstream} asked for {kind}; not "
@@ -210,23 +282,35 @@ class Asks:
                     if x.ctx.session is caller.ctx.session}))
         message = getattr(params, "message", None)
         asked: dict[str, Any] = {"kind": kind, "upstream": upstream, "tool": tool}
+        if exact and caller.task is not None:
+            asked["task"] = caller.task
         if kind == "elicitation":
             asked["message"] = message
             asked["mode"] = getattr(params, "mode", "form")
-        self.trace.note(caller.sid, f"upstream {upstream} asks the client ({kind}) during "
-                        f"{tool}" + (f": {message}" if message else ""), ask=asked)
-        if not _can_ask(caller.ctx, kind, params):
-            self.trace.note(caller.sid, f"the client cannot be asked ({kind}): "
-                            f"{NOT_SUPPORTED[kind]}", ask={**asked, "error": "unsupported"})
-            return types.ErrorData(code=types.INVALID_REQUEST, message=NOT_SUPPORTED[kind])
+        self.trace.note(caller.sid, f"upstream {upstream} asks the client ({kind}) " +
+                        (f"during {tool}" if tool else "outside any call") +
+                        (f": {message}" if message else ""), ask=asked)
+        unfit = cannot_receive(caller.ctx.session, kind, params, self.streams)
+        sid = session_id(caller.ctx.session)
+        if unfit == NO_GET_STREAM and self.streams is not None and sid is not None:
+            with caller.paused():  # its first GET stream may be on its way
+                if await self.streams.first_open(sid, min(FIRST_GET_GRACE_S,
+                                                          self.timeout_s)):
+                    unfit = cannot_receive(caller.ctx.session, kind, params, self.streams)
+        if unfit is not None:
+            error = not_receivable(kind, unfit)
+            self.trace.note(caller.sid, f"the client cannot be asked ({kind}): {unfit}; the "
+                            "upstream is answered at once", ask={**asked, "error": error.message})
+            return error
         try:
             with caller.paused():
                 result = await _unless_gone(caller, _send(caller, kind, params,
                                                           self.timeout_s))
         except Exception as exc:  # the client's error, no answer in time, session gone
             text = _failure(exc, self.timeout_s)
-            self.trace.note(caller.sid, f"no answer from the client to {kind} during "
-                            f"{tool}: {text}", ask={**asked, "error": text})
+            self.trace.note(caller.sid, f"no answer from the client to {kind} " +
+                            (f"during {tool}" if tool else "outside any call") +
+                            f": {text}", ask={**asked, "error": text})
             code = getattr(getattr(exc, "error", None), "code", None)
             return types.ErrorData(code=code if isinstance(code, int)
                                    else types.INTERNAL_ERROR, message=text)
@@ -239,19 +323,27 @@ class Asks:
                   result: Any, schema: Mapping[str, Any] | None = None) -> None:
         """Record the client's answer (a human's approval or rejection of a protected call)."""
         import json
+        task = {"task": caller.task} if exact and caller.task is not None else {}
+        if kind == "roots":
+            uris = [str(getattr(r, "uri", "")) for r in getattr(result, "roots", ())]
+            self.trace.note(caller.sid, f"the client listed {len(uris)} root(s) for "
+                            f"{asked['tool'] or asked['upstream']}" +
+                            (f": {', '.join(uris)[:500]}" if uris else ""),
+                            ask={**asked, "roots": uris[:100]}, **task)
+            return
         if kind == "sampling":
             content = getattr(result, "content", None)
             said = getattr(content, "text", None)
             self.trace.note(caller.sid, f"the client's model answered {asked['tool']}'s "
                             f"sampling request ({getattr(result, 'model', '?')})" +
                             (f": {said[:500]}" if isinstance(said, str) else ""),
-                            ask={**asked, "model": getattr(result, "model", None)})
+                            ask={**asked, "model": getattr(result, "model", None)}, **task)
             return
         action, content = result.action, result.content
         decision = human_decision(action, content, schema)
         shown = _bounded(content)
         fields: dict[str, Any] = {"ask": {**asked, "action": action, "content": shown,
-                                          "decision": decision}}
+                                          "decision": decision}, **task}
         if exact and caller.protected and decision != ANSWERED:  # the recorders' form
             fields.update(answered_by="human", decision=decision, tool=caller.tool,
                           args=dict(caller.args))
@@ -326,28 +418,6 @@ def _bounded(content: Any) -> Any:
     return content if len(text) <= CONTENT_CAP else text[:CONTENT_CAP] + "…"
 
 
-def _can_ask(ctx: Any, kind: str, params: Any) -> bool:
-    """Whether the client of ``ctx`` declared the capability ``kind`` needs (and mode)."""
-    session = ctx.session
-    caps = getattr(session, "client_capabilities", None)
-    if caps is None or not (session.can_send_request or _standalone(session)):
-        return False
-    if kind == "sampling":
-        return caps.sampling is not None
-    el = caps.elicitation
-    if el is None:
-        return False
-    if getattr(params, "mode", "form") == "url":
-        return el.url is not None
-    return el.form is not None or el.url is None  # a bare {} declares form mode
-
-
-def _standalone(session: Any) -> bool:
-    """Whether the client's connection has a channel of its own (HTTP: its GET stream)."""
-    return bool(getattr(getattr(session, "_connection", None), "has_standalone_channel",
-                        False))
-
-
 async def _send(caller: Caller, kind: str, params: Any, timeout_s: float) -> Any:
     """The request to the caller's client; its result.
 
@@ -358,7 +428,11 @@ async def _send(caller: Caller, kind: str, params: Any, timeout_s: float) -> Any
     import mcp_types as types
     from mcp.shared.message import ServerMessageMetadata
     meta = ServerMessageMetadata(related_request_id=caller.ctx.request_id) \
-        if caller.ctx.session.can_send_request else None
+        if caller.ctx.session.can_send_request and caller.tool else None
+    if kind == "roots":
+        return await caller.ctx.session.send_request(
+            types.ListRootsRequest(), types.ListRootsResult,
+            request_read_timeout_seconds=timeout_s, metadata=meta)
     if kind == "elicitation":
         return await caller.ctx.session.send_request(
             types.ElicitRequest(params=params), types.ElicitResult,

@@ -30,6 +30,7 @@ import anyio
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.integrations import refusal_head
+from icore.mcp._client_reach import not_forwarded
 from icore.mcp._deps import expand_deps, glob_args
 from icore.mcp._facts import (
     FactBook,
@@ -51,7 +52,6 @@ from icore.mcp._gateway_read_tool import (
     read_tool,
 )
 from icore.mcp._gateway_refusal import HINT as _HINT
-from icore.mcp._gateway_refusal import NOT_FORWARDED as _NOT_FORWARDED
 from icore.mcp._gateway_refusal import error_result as _error_result
 from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
@@ -198,7 +198,7 @@ class _ToolCalls:
         async def forward(**a: Any) -> Any:
             reached.append(True)
             with self.gw.asks.calling(Caller(ctx, view.sid, name, a, spec is not None,
-                                             route.upstream, CLIENT_GONE.get())):
+                                             route.upstream, CLIENT_GONE.get(), task)):
                 return await u.request("tools/call", lambda s: u.call_tool(
                     s, route.name, a, forward_meta(params.meta)))
 
@@ -227,12 +227,12 @@ class _ToolCalls:
             # the upstream answered a JSON-RPC error: it did not run the call
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
-            if msg in _NOT_FORWARDED:  # this client cannot be asked: say so
+            if (what := not_forwarded(msg)) is not None:  # the client cannot be asked
                 return _error_result(
                     f"upstream {route.upstream} could not finish {name}: it asked the "
-                    f"client for input ({_NOT_FORWARDED[msg]}), which this client does "
-                    "not support (it declared no such capability to the icore gateway, "
-                    f"which forwards the question to the calling client); its error: {msg}")
+                    f"client for {what}, which this client does not support or cannot "
+                    "receive (the icore gateway forwards such a request to the calling "
+                    f"client when it can); its error: {msg}")
             return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
         if (bad := output_problem(name, self.gw.tool_defs.get(name), result)) is not None:
             result = _error_result(f"{bad}; the gateway does not forward a result that breaks "

@@ -148,12 +148,6 @@ def _version(rec: Any, version_of: Any) -> dict[str, Any]:
         {"record": rec.id, "seq": rec.seq}
 
 
-NOT_FORWARDED = {"Elicitation not supported": "elicitation, ctx.elicit",
-                  "Sampling not supported": "sampling, ctx.session.create_message"}
-"""The answers to an upstream's question when the calling client cannot be asked (it
-declared no such capability: :mod:`icore.mcp._gateway_asks`) -> what was asked."""
-
-
 def error_result(text: str, meta: dict[str, Any] | None = None) -> Any:
     """A ``CallToolResult`` with ``isError`` set: one text block ``text``, ``_meta`` ``meta``.
 

@@ -17,6 +17,7 @@ import json
 import re
 from typing import Any
 
+from icore.mcp._client_reach import GetStreams
 from icore.mcp._gateway_asks import CLIENT_GONE, ClientLink
 from icore.mcp._stdio_lines import nonstandard_number
 
@@ -131,11 +132,14 @@ class MessageShape:
         verifier: the gateway's bearer-token verifier (``http.clients``), or None: a
             request without a valid token goes to ``app`` unread (its 401), so nobody
             unauthenticated has a body read or parsed here.
+        streams: where each session's open GET stream is counted (a request to an
+            HTTP client can only go on it: :mod:`icore.mcp._client_reach`), or None.
     """
 
-    def __init__(self, app: Any, max_body: int = MAX_BODY_BYTES, verifier: Any = None
-                 ) -> None:
+    def __init__(self, app: Any, max_body: int = MAX_BODY_BYTES, verifier: Any = None,
+                 streams: GetStreams | None = None) -> None:
         self.app, self.max_body, self.verifier = app, max_body, verifier
+        self.streams = streams
 
     async def _unauthorized(self, headers: dict[bytes, bytes]) -> bool:
         if self.verifier is None:
@@ -147,9 +151,13 @@ class MessageShape:
         return await self.verifier.verify_token(token.strip()) is None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Answer a malformed POST here; pass everything else on."""
+        """Answer a malformed POST here; pass everything else on (a GET stream counted)."""
         if scope.get("type") != "http" or scope.get("method") != "POST" or \
                 scope.get("path", "").rstrip("/") != "/mcp":
+            if self.streams is not None and scope.get("type") == "http" and \
+                    scope.get("method") == "GET" and scope.get("path", "").rstrip("/") == "/mcp":
+                await self.streams.serve(self.app, scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope.get("headers", [])}

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 from icore._extras import require
+from icore.mcp._client_reach import GetStreams
 from icore.mcp._gateway import Gateway
 from icore.mcp._gateway_manifest import GatewayManifest
 from icore.mcp._gateway_order import OrderMiddleware, StdioOrder
@@ -440,8 +441,8 @@ async def serve_http(manifest: GatewayManifest, host: str = "127.0.0.1", port: i
                 auth=AuthSettings.model_validate({
                     "issuer_url": f"http://{_url_host(host)}:{port}",
                     "resource_server_url": None}))
-        shape = MessageShape(app, max_body=cap,
-                             verifier=verifier)
+        gw.asks.streams = GetStreams()  # a question goes only to a session with one open
+        shape = MessageShape(app, max_body=cap, verifier=verifier, streams=gw.asks.streams)
         order = OrderMiddleware(shape)
         config = uvicorn.Config(order,
                                 host=host, port=port,

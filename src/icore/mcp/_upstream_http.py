@@ -58,6 +58,7 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     from icore.mcp._upstream_cap import EventCap, capped_json, request_body, sse_cap
     from icore.mcp._upstream_lean import not_taken_response
     from icore.mcp._upstream_sse import Answer, as_answer
+    from icore.mcp._upstream_status import status_named
 
     class Listening(httpx2.AsyncByteStream):
         def __init__(self, inner: Any) -> None:
@@ -159,9 +160,15 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
         async def _send(self, request: Any) -> Any:
             """One POST; an SSE answer holding only the response is made JSON.
 
-            See :func:`~icore.mcp._upstream_sse.as_answer` (its first event read here).
+            See :func:`~icore.mcp._upstream_sse.as_answer` (its first event read here). A
+            request's 4xx/5xx answer (not 404) is a JSON-RPC error naming its HTTP status
+            (:func:`~icore.mcp._upstream_status.status_named`).
             """
             resp = await self.inner.handle_async_request(request)
+            if resp.status_code >= 400 and resp.status_code != 404:  # its status named
+                rid = _method_and_id(request)[1]
+                if rid is not None:
+                    return await status_named(request, resp, rid)
             ctype = resp.headers.get("content-type", "").lower()
             if limit is not None and ctype.startswith("application/json"):
                 try:

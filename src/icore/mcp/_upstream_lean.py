@@ -63,6 +63,7 @@ from icore.mcp._lean_answers import (
     sse_fields,
 )
 from icore.mcp._lean_http import LeanHttp, LeanHttpError
+from icore.mcp._upstream_status import status_text, with_status
 
 log = logging.getLogger("icore.mcp")
 
@@ -345,13 +346,14 @@ class LeanCalls:
                     raise not_taken_error()
             if ctype.startswith("application/json"):
                 err = error_of(await self._whole(conn, what))
-                if err is not None:
-                    raise err
+                if isinstance(err, MCPError):  # the upstream's own, at its status (#29)
+                    raise err if status == 404 else MCPError(
+                        err.code, with_status(err.message, status), err.error.data)
             if status == 404:
                 raise (MCPError(INVALID_REQUEST, "Session terminated") if
                        self.transport.session_id and not followed
                        else MCPError(METHOD_NOT_FOUND, "Not Found"))
-            raise MCPError(INTERNAL_ERROR, f"Server returned an error response (HTTP {status})")
+            raise MCPError(INTERNAL_ERROR, status_text(status, ctype))
         if ctype.startswith("application/json") and post:
             return response_result(await self._whole(conn, what), rid), None, None
         if ctype.startswith("text/event-stream"):
