@@ -1,0 +1,78 @@
+"""Round 8 of the bad-input sweep (#29): digests stripped from one kind of line only.
+
+Every icore writer digests both its decision lines and its human-answer / tool-outcome
+lines. A trace holding digests of one kind but none of the other was edited: a stale
+refusal rewritten ``authorized`` (heads made its frontier) with every decision digest
+dropped read ``valid``; a human's ``reject`` made ``approve`` with every event-line
+digest dropped read "approved by a human" - both with exit 0 under ``--fail-on invalid``.
+Now each undigested line there is ``INVALID``, named in a warning. Real files, the real
+``icore`` command in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.adapters.test_line_digest import _lines, _recorded, _write
+
+_SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _audit(tmp_path: Path, trace: Path) -> tuple[int, dict[str, Any], str]:
+    js = tmp_path / f"{trace.stem}.json"
+    env = {**os.environ, "PYTHONPATH": _SRC, "COLUMNS": "200"}
+    r = subprocess.run([sys.executable, "-m", "icore", "audit", str(trace), "--no-report",
+                        "--json", str(js), "--fail-on", "invalid"], capture_output=True,
+                       text=True, env=env, timeout=300, check=False)
+    run = json.loads(js.read_text())["runs"][0]
+    return r.returncode, run, r.stdout + r.stderr
+
+
+def _status(run: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    return {lv["action"]: (lv["status"], lv.get("human")) for lv in run["lineage"]}
+
+
+def test_a_refusal_forged_valid_with_every_decision_digest_dropped_is_invalid(
+        tmp_path: Path) -> None:
+    lines = _lines(_recorded(tmp_path))
+    for x in lines:
+        d = x.get("planfence", {}).get("decision")
+        if d:
+            del d["digest"]
+            if d["outcome"] != "authorized":
+                d.update(outcome="authorized", reason="valid", heads=dict(d["frontier"]),
+                         fresh={}, detail="")
+    code, run, out = _audit(tmp_path, _write(tmp_path / "dec.jsonl", lines))
+    assert code == 3, out
+    assert _status(run)["ship-1"][0] == "INVALID"
+    assert "carries no digest while the trace's human-answer / tool-outcome lines do" in out
+
+
+def test_a_rejection_forged_approved_with_every_event_digest_dropped_is_invalid(
+        tmp_path: Path) -> None:
+    lines = _lines(_recorded(tmp_path))
+    for x in lines:
+        if "agent" in x:
+            x.pop("digest", None)
+            if x.get("answered_by") == "human":
+                x["decision"] = "approve"
+    code, run, out = _audit(tmp_path, _write(tmp_path / "ev.jsonl", lines))
+    assert code == 3, out
+    assert _status(run)["ship-1"][0] == "INVALID"
+    assert "carries no digest while the trace's decision lines do" in out
+
+
+def test_a_trace_with_no_digest_at_all_is_still_read_as_recorded(tmp_path: Path) -> None:
+    lines = _lines(_recorded(tmp_path))
+    for x in lines:
+        x.pop("digest", None)
+        x.get("planfence", {}).get("decision", {}).pop("digest", None)
+    code, run, out = _audit(tmp_path, _write(tmp_path / "old.jsonl", lines))
+    assert code == 0, out
+    assert _status(run) == {"ship-1": ("blocked", "rejected"), "ship-2": ("valid", None)}
+    assert "audited as recorded" in out
