@@ -92,8 +92,7 @@ def line_action(line: Mapping[str, Any]) -> str:
 
 
 def line_digest_problems(lines: Sequence[tuple[int, str, Any, bool]], *, file: str,
-                         protected: bool, decisions_digested: bool = False
-                         ) -> tuple[dict[str, str], tuple[str, ...]]:
+                         protected: bool) -> tuple[dict[str, str], tuple[str, ...]]:
     """The guarded event lines that do not match their digest, and the warnings (#29).
 
     Args:
@@ -102,22 +101,15 @@ def line_digest_problems(lines: Sequence[tuple[int, str, Any, bool]], *, file: s
         file: the trace file, for the warnings.
         protected: whether the trace has PlanFence lines (the note on a trace whose
             guarded lines carry no digest is given only then).
-        decisions_digested: whether any of the trace's PlanFence decision lines carries
-            a ``digest``: every writer of those digests digests these lines too, so
-            there a guarded line without one was stripped (round 8 of the bad-input
-            sweep: a human's ``reject`` edited to ``approve``, every such line's digest
-            dropped, read as approved).
 
     Returns:
         ``(action -> why, warnings)``: each action one of whose lines was edited (a
         present digest that does not match, or a missing one while another guarded
         line has one) is counted ``INVALID`` by the audit; one warning per such line.
         A trace none of whose guarded lines carries a digest (written before this
-        check, or by another writer) is read as recorded, with one note, unless its
-        decision lines carry digests (``decisions_digested``).
+        check, or by another writer) is read as recorded, with one note.
     """
-    own = any(got is not None for _, _, got, _ in lines)
-    if not own and not decisions_digested:
+    if not any(got is not None for _, _, got, _ in lines):
         return {}, ((f"{file}: note: its {len(lines)} human-answer / tool-outcome "
                      "line(s) carry no digest (written before #29 or by another writer): "
                      "an edit to them cannot be detected; audited as recorded",)
@@ -127,9 +119,7 @@ def line_digest_problems(lines: Sequence[tuple[int, str, Any, bool]], *, file: s
     for n, action, got, ok in lines:
         if ok:
             continue
-        why = ("it carries no digest while the trace's other such lines do"
-               if got is None and own
-               else "it carries no digest while the trace's decision lines do" if got is None
+        why = ("it carries no digest while the trace's other such lines do" if got is None
                else "its fields hash to another digest" if isinstance(got, str)
                else "its digest is not a string")
         said = (f"the human-answer / tool-outcome line {n} of {action!r} does not match "

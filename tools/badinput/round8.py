@@ -251,7 +251,9 @@ def _edits(lines: list[Any], rng: Any, n_fields: int) -> dict[str, tuple[str, bo
             x.pop("digest", None)
             if x.get("answered_by") == "human":
                 x["decision"] = "approve"
-    out["mix/forged-events-undigested"] = ("".join(_dump(x) + "\n" for x in ev), False)
+    # None: read as recorded by design (a writer may digest its decisions alone, through
+    # the public DecisionEntry.to_dict(digest=True)); only crashes and exit codes count
+    out["mix/forged-events-undigested"] = ("".join(_dump(x) + "\n" for x in ev), None)
     # honest re-serializations: the same lines written another way
     out["honest/sorted-keys"] = ("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines),
                                  True)

@@ -326,10 +326,12 @@ def decision_digest_problems(lines: Sequence[tuple[str, Any]],
     trusted (the audit counts it ``INVALID``). A trace none of whose decision lines
     carries a digest (written before #29, or by another writer) is audited as recorded,
     with one note saying its decisions are unchecked, unless its human-answer or
-    tool-outcome lines carry digests (``events_digested``): every writer of those digests
-    digests its decisions too, so there every decision line without one was stripped
-    (round 8 of the bad-input sweep: a stale refusal rewritten ``authorized`` with its
-    heads made its frontier, every decision digest dropped, read valid).
+    tool-outcome lines carry digests (``events_digested``): only icore's recorders write
+    those, and they digest every decision, so there a decision line without one was
+    stripped (round 8 of the bad-input sweep: a stale refusal rewritten ``authorized``
+    with its heads made its frontier, every decision digest dropped, read valid). The
+    other way round is not inferred: another writer may digest its decisions through
+    the public :meth:`icore.fence.DecisionEntry.to_dict` and not its event lines.
 
     Args:
         lines: ``(field, recorded digest)`` per decision line, in file order (``field``

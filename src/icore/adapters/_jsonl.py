@@ -326,16 +326,13 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     edited = record_id_problems(planfence["records"])
     warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
                       "INVALID" for why in edited.values())
-    # every writer digests both kinds of line: a trace holding either kind's digests
-    # holds both, so lines without one there were stripped (sweep round 8)
-    ev_dg = any(ln[2] is not None for ln in planfence["lines"])
-    dec_dg = any(d is not None for _, d in planfence["digests"])
-    undigested, said = decision_digest_problems(planfence["digests"],
-                                                planfence["decisions"], file=file,
-                                                events_digested=ev_dg)
+    # only icore's recorders digest event lines, and they digest decisions too: a trace
+    # holding the former had its decision digests stripped where they are missing (#29)
+    undigested, said = decision_digest_problems(
+        planfence["digests"], planfence["decisions"], file=file,
+        events_digested=any(ln[2] is not None for ln in planfence["lines"]))
     protected = bool(planfence["records"] or planfence["decisions"])
-    lined, said2 = line_digest_problems(planfence["lines"], file=file, protected=protected,
-                                        decisions_digested=dec_dg)
+    lined, said2 = line_digest_problems(planfence["lines"], file=file, protected=protected)
     warnings += said + said2 + gate_without_records(gate_lines, file, protected)
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from icore._line_digest import with_digest
 from icore._strict_json import strict_dumps
 from icore.adapters import MAY_HAVE_RUN_MARK
 from icore.fence import DecisionEntry, GateDecision, Outcome
@@ -411,7 +412,11 @@ class GatewayTrace:
             events = self.recorder.events[self._events_done:]
             pf = self.planfence[self._pf_done:]
             amends = list(self._amends)
-            lines = [strict_dumps(x, sort_keys=True) + "\n" for x in (*events, *pf, *amends)]
+            # event lines digested as the final rewrite has them (RunRecorder.write): a
+            # killed gateway's trace holds decision digests, so undigested ones would be
+            # read as stripped (sweep round 8)
+            lines = [strict_dumps(x, sort_keys=True) + "\n"
+                     for x in (*map(with_digest, events), *pf, *amends)]
             if self._fh is None:
                 lines.insert(0, strict_dumps(self.recorder.header(), sort_keys=True) + "\n")
             try:
