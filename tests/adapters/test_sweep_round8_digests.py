@@ -74,3 +74,23 @@ def test_a_trace_with_no_digest_at_all_is_still_read_as_recorded(tmp_path: Path)
     assert code == 0, out
     assert _status(run) == {"ship-1": ("blocked", "rejected"), "ship-2": ("valid", None)}
     assert "audited as recorded" in out
+
+
+def test_a_huge_value_in_a_decision_field_is_refused_in_a_short_message(
+        tmp_path: Path) -> None:
+    """A decision's ``point`` (an integer) or ``replanned`` (a boolean) given a 1 MB
+    string: the refusal named the file and field but quoted the whole value, a 1 MB
+    error line (sweep round 8); now it is cut (``icore.errors.brief``)."""
+    for field in ("point", "replanned"):
+        lines = _lines(_recorded(tmp_path))
+        (d, *_) = [x["planfence"]["decision"] for x in lines
+                   if "decision" in x.get("planfence", {})]
+        d[field] = "x" * (1 << 20)
+        p = _write(tmp_path / f"{field}.jsonl", lines)
+        env = {**os.environ, "PYTHONPATH": _SRC, "COLUMNS": "200"}
+        r = subprocess.run([sys.executable, "-m", "icore", "audit", str(p), "--no-report"],
+                           capture_output=True, text=True, env=env, timeout=300,
+                           check=False)
+        out = r.stdout + r.stderr
+        assert r.returncode == 1 and len(out) < 4000, (r.returncode, len(out))
+        assert f"{field}.jsonl" in out and f"planfence.decision.{field}" in out, out
