@@ -313,7 +313,7 @@ NO_DIGESTS = ("no digest (written before #29 or by another writer): a decision e
 
 def decision_digest_problems(lines: Sequence[tuple[str, Any]],
                              decisions: Sequence[DecisionEntry], *, file: str,
-                             events_digested: bool = False
+                             events: Sequence[tuple[Any, ...]] = ()
                              ) -> tuple[dict[int, str], tuple[str, ...]]:
     """The decision lines that do not match their digest, and the import's warnings (#29).
 
@@ -326,7 +326,7 @@ def decision_digest_problems(lines: Sequence[tuple[str, Any]],
     trusted (the audit counts it ``INVALID``). A trace none of whose decision lines
     carries a digest (written before #29, or by another writer) is audited as recorded,
     with one note saying its decisions are unchecked, unless its human-answer or
-    tool-outcome lines carry digests (``events_digested``): only icore's recorders write
+    tool-outcome lines carry digests (``events``): only icore's recorders write
     those, and they digest every decision, so there a decision line without one was
     stripped (round 8 of the bad-input sweep: a stale refusal rewritten ``authorized``
     with its heads made its frontier, every decision digest dropped, read valid). The
@@ -338,15 +338,15 @@ def decision_digest_problems(lines: Sequence[tuple[str, Any]],
             as ``line 4.planfence.decision``; the digest as recorded, None when absent).
         decisions: the typed decisions of those lines, in the same order.
         file: the trace file, for the warnings.
-        events_digested: whether any of the trace's human-answer / tool-outcome lines
-            carries a ``digest`` (:func:`icore._line_digest.line_digest_problems`).
+        events: the trace's human-answer / tool-outcome lines, ``(line number, action,
+            recorded digest, matches)`` each (:func:`icore._line_digest.checked_line`).
 
     Returns:
         ``(index -> why, warnings)``: the index in ``decisions`` of each line that does
         not match, why (naming its line); one warning per such line, or the note.
     """
     own = any(d is not None for _, d in lines)
-    if not own and not events_digested:
+    if not own and not any(e[2] is not None for e in events):
         n = len(lines)
         lines_carry = "decision lines carry" if n > 1 else "decision line carries"
         return {}, ((f"{file}: note: its {n} PlanFence {lines_carry} {NO_DIGESTS}",)

@@ -326,11 +326,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     edited = record_id_problems(planfence["records"])
     warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
                       "INVALID" for why in edited.values())
-    # only icore's recorders digest event lines, and they digest decisions too: a trace
-    # holding the former had its decision digests stripped where they are missing (#29)
-    undigested, said = decision_digest_problems(
-        planfence["digests"], planfence["decisions"], file=file,
-        events_digested=any(ln[2] is not None for ln in planfence["lines"]))
+    undigested, said = decision_digest_problems(planfence["digests"], planfence["decisions"],
+                                                file=file, events=planfence["lines"])
     protected = bool(planfence["records"] or planfence["decisions"])
     lined, said2 = line_digest_problems(planfence["lines"], file=file, protected=protected)
     warnings += said + said2 + gate_without_records(gate_lines, file, protected)

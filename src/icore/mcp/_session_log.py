@@ -403,20 +403,16 @@ class GatewayTrace:
         """Append the events recorded since the last flush to the trace file.
 
         Append-only while the gateway runs (O(1) per event, a killed gateway keeps every
-        line written); :meth:`close` rewrites the file once, atomically, with the final
-        header (every session's agent named).
+        line written, digested as in the final form: #29); :meth:`close` rewrites the
+        file once, atomically, with the final header (every session's agent named).
         """
         if self.path is None:
             return
         with self._lock:
-            events = self.recorder.events[self._events_done:]
+            events = list(map(with_digest, self.recorder.events[self._events_done:]))
             pf = self.planfence[self._pf_done:]
             amends = list(self._amends)
-            # event lines digested as the final rewrite has them (RunRecorder.write): a
-            # killed gateway's trace holds decision digests, so undigested ones would be
-            # read as stripped (sweep round 8)
-            lines = [strict_dumps(x, sort_keys=True) + "\n"
-                     for x in (*map(with_digest, events), *pf, *amends)]
+            lines = [strict_dumps(x, sort_keys=True) + "\n" for x in (*events, *pf, *amends)]
             if self._fh is None:
                 lines.insert(0, strict_dumps(self.recorder.header(), sort_keys=True) + "\n")
             try:
