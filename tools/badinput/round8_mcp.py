@@ -251,8 +251,9 @@ from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 d, mode, lean, fake = sys.argv[1:5]
 s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-up = subprocess.Popen([sys.executable, fake, str(port), mode],
-                      env={**os.environ, "UPSTREAM_LOG": os.path.join(d, "up.log")})
+up = subprocess.Popen([sys.executable, fake, str(port), mode],  # its own noise to a file
+                      env={**os.environ, "UPSTREAM_LOG": os.path.join(d, "up.log")},
+                      stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "up.err"), "wb"))
 for _ in range(200):
     try:
         socket.create_connection(("127.0.0.1", port), 0.2).close(); break
