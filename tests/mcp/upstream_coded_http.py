@@ -29,7 +29,7 @@ MODE = sys.argv[2] if len(sys.argv) > 2 else "gzip"
 
 
 def _bomb(rid: bytes) -> bytes:
-    z = zlib.compressobj(1, zlib.DEFLATED, 31)
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)  # ~250 KiB on the wire: under a 1 MiB cap
     out = [z.compress(b'{"jsonrpc": "2.0", "id": ' + rid + b', "result": {"content": '
                       b'[{"type": "text", "text": "')]
     block = b"x" * (1 << 20)
