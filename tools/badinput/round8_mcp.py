@@ -27,20 +27,17 @@ import yaml
 
 from . import seeds
 from .cases import Builder, Case
+from .round5 import _DRIVER as _R5
 from .surfaces import _UPSTREAM, _gateway_doc
 
 _REPO = Path(__file__).resolve().parents[2]
 _ASKS = _REPO / "tests" / "mcp" / "upstream_asks.py"
 BUDGET = "fact://plan/budget"
 
-_DRIVER = r'''
-import json, os, select, subprocess, sys, time
-man, trace, kind, answer_text, ask_s = sys.argv[1:6]
+_DRIVER = _R5[:_R5.index("reqs = [")] + r'''
+kind, answer_text, ask_s = sys.argv[3:6]
 ask_s = float(ask_s)
 sys.set_int_max_str_digits(0)
-p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", man], stdin=subprocess.PIPE,
-                     stdout=subprocess.PIPE, stderr=open(man + ".err", "wb"))
-buf = b""
 ASKED = []
 def send_raw(text):
     try:
@@ -57,48 +54,10 @@ def on_request(msg):
         send_raw(part.replace("%ID%", rid).replace("%IDSTR%", json.dumps(str(msg["id"])))
                  .replace("%IDX%", json.dumps(msg["id"] + 1000 if isinstance(msg["id"], int)
                                               else "x")))
-def answer(rid, limit):
-    global buf
-    end = time.monotonic() + limit
-    while True:
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                print("LEAK a line on the gateway's stdout is no JSON:", line[:120]); fin(4)
-            if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-                print("LEAK not JSON-RPC 2.0:", line[:120]); fin(4)
-            if "method" in msg and "id" in msg:
-                on_request(msg)
-                continue
-            if msg.get("id") == rid:
-                if "error" not in msg and "result" not in msg:
-                    print("LEAK an answer with neither result nor error"); fin(4)
-                return msg
-        left = end - time.monotonic()
-        if left <= 0:
-            print(f"HANG no answer to request {rid} in {limit} s"); fin(5)
-        r, _, _ = select.select([p.stdout], [], [], left)
-        if r:
-            chunk = os.read(p.stdout.fileno(), 1 << 20)
-            if not chunk:
-                return None
-            buf += chunk
+ON_REQUEST = on_request
+fin5 = fin
 def fin(code):
-    try:
-        p.stdin.close()
-    except OSError:
-        pass
-    try:
-        rc = p.wait(30)
-    except subprocess.TimeoutExpired:
-        p.kill(); rc = p.wait()
-        print("NOEXIT the gateway did not exit 30 s after stdin closed"); code = code or 6
-    err = open(man + ".err", "rb").read().decode("utf-8", "replace")
-    print(err[-3000:])
-    if rc not in (0, 1, 2, -9):
-        print(f"EXIT gateway exit code {rc}"); code = code or 7
+    """Round 5's end (stdin closed, exit code, audit) after this round's trace checks."""
     if code == 0 and os.path.isfile(trace):
         text = open(trace, "rb").read()
         for ln in text.splitlines():
@@ -118,12 +77,7 @@ def fin(code):
             if isinstance(a, dict) and a.get("decision") == "approve" and not (
                     a.get("action") == "accept" and a.get("content") == {"approve": True}):
                 print("ACCEPTED an answer recorded approve:", repr(a)[:300]); code = 10
-        a = subprocess.run([sys.executable, "-m", "icore", "audit", trace, "--no-report"],
-                           capture_output=True, text=True, timeout=120, errors="replace")
-        print("AUDIT", a.returncode, a.stdout[-800:], a.stderr[-2000:])
-        if a.returncode not in (0, 3):
-            code = code or 8
-    sys.exit(code)
+    fin5(code)
 n = 0
 def req(method, params, limit=40):
     global n
