@@ -135,19 +135,21 @@ def test_an_edit_that_drops_the_digest_is_caught(tmp_path: Path) -> None:
 
 
 def test_a_trace_without_digests_is_audited_as_before_with_a_note(tmp_path: Path) -> None:
-    """Written before #29 (no decision carries a digest): the verdicts read as recorded
-    (an edit there cannot be seen) and one note says so; nothing fails."""
+    """Written before #29 (no line carries a digest; with the event lines' digests kept it
+    would be a trace whose decision digests were stripped, round 8): the verdicts read as
+    recorded (an edit there cannot be seen) and one note says so; nothing fails."""
     p = _recorded(tmp_path)
     lines = _lines(p)
     for _, d in _decisions(lines):
         del d["digest"]
-    for x in lines:  # and so before the chain (#29)
+    for x in lines:  # as before #29: no digest on any line, and so no chain
+        x.pop("digest", None)
         x.pop("chain", None)
         x.pop("chain_end", None)
     _write(p, lines)
     code, run, _ = _json_run(tmp_path, p, "--fail-on", "invalid")
     assert code == 0 and [lv["status"] for lv in run["lineage"]] == ["blocked", "valid"]
-    (note,) = [w for w in run["warnings"] if "carry no chain" not in w]  # #29's chain note
+    (note,) = [w for w in run["warnings"] if "decision line" in w]
     assert "note: its 2 PlanFence decision lines carry no digest" in note
     assert "audited as recorded" in note
 

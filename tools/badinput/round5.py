@@ -212,6 +212,7 @@ man, trace = sys.argv[1], sys.argv[2]
 p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", man], stdin=subprocess.PIPE,
                      stdout=subprocess.PIPE, stderr=open(man + ".err", "wb"))
 buf = b""
+ON_REQUEST = None  # a request from the gateway (elicitation): handled, not an answer
 def send(msg):
     try:
         p.stdin.write(json.dumps(msg).encode() + b"\n"); p.stdin.flush()
@@ -229,6 +230,9 @@ def answer(rid, limit):
                 print("LEAK a line on the gateway's stdout is no JSON:", line[:120]); fin(4)
             if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
                 print("LEAK not JSON-RPC 2.0:", line[:120]); fin(4)
+            if ON_REQUEST is not None and "method" in msg and "id" in msg:
+                ON_REQUEST(msg)
+                continue
             if msg.get("id") == rid:
                 if "error" not in msg and "result" not in msg:
                     print("LEAK an answer with neither result nor error"); fin(4)

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import api_types, cli_cases, names_env, round4, round5, round6, round7, surfaces
+from . import api_types, cli_cases, names_env, round4, round5, round6, round7, round8, surfaces
 from .cases import SECRET, Builder, Case
 
 ROOT = Path(os.environ.get("ICORE_REPO") or Path(__file__).resolve().parents[2])
@@ -183,6 +183,7 @@ def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Cas
     round5.all_families(b, work)
     round6.all_families(b, work)
     round7.all_families(b, work)
+    round8.all_families(b, work)
     return b.cases
 
 
@@ -199,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                     "names/,env/,gwstart/,odd/,envo/,bench2/,rnames/,apimore/; round 5: "
                     "wrap/,gwup/,gwflags/,recedit/,outp/,recval/; round 6: "
                     "fargs/,approv/,recrep/,clic/,gwman/,conc6/; round 7: "
-                    "sdkst/,truthy/,bignum/,tgraph/,ybomb/,mcpargs/)")
+                    "sdkst/,truthy/,bignum/,tgraph/,ybomb/,mcpargs/; round 8: "
+                    "dgst/,aopt/,gwask/,elicit/,mfmt/,seam8/)")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
     ap.add_argument("--inproc", type=int, default=0, metavar="N",
                     help="instead: N sampled (path, value) mutations per importer, "

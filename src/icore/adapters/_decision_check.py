@@ -312,7 +312,8 @@ NO_DIGESTS = ("no digest (written before #29 or by another writer): a decision e
 
 
 def decision_digest_problems(lines: Sequence[tuple[str, Any]],
-                             decisions: Sequence[DecisionEntry], *, file: str
+                             decisions: Sequence[DecisionEntry], *, file: str,
+                             events: Sequence[tuple[Any, ...]] = ()
                              ) -> tuple[dict[int, str], tuple[str, ...]]:
     """The decision lines that do not match their digest, and the import's warnings (#29).
 
@@ -324,19 +325,28 @@ def decision_digest_problems(lines: Sequence[tuple[str, Any]],
     edit that dropped it) was edited after recording: its action's verdict cannot be
     trusted (the audit counts it ``INVALID``). A trace none of whose decision lines
     carries a digest (written before #29, or by another writer) is audited as recorded,
-    with one note saying its decisions are unchecked.
+    with one note saying its decisions are unchecked, unless its human-answer or
+    tool-outcome lines carry digests (``events``): only icore's recorders write
+    those, and they digest every decision, so there a decision line without one was
+    stripped (round 8 of the bad-input sweep: a stale refusal rewritten ``authorized``
+    with its heads made its frontier, every decision digest dropped, read valid). The
+    other way round is not inferred: another writer may digest its decisions through
+    the public :meth:`icore.fence.DecisionEntry.to_dict` and not its event lines.
 
     Args:
         lines: ``(field, recorded digest)`` per decision line, in file order (``field``
             as ``line 4.planfence.decision``; the digest as recorded, None when absent).
         decisions: the typed decisions of those lines, in the same order.
         file: the trace file, for the warnings.
+        events: the trace's human-answer / tool-outcome lines, ``(line number, action,
+            recorded digest, matches)`` each (:func:`icore._line_digest.checked_line`).
 
     Returns:
         ``(index -> why, warnings)``: the index in ``decisions`` of each line that does
         not match, why (naming its line); one warning per such line, or the note.
     """
-    if not any(d is not None for _, d in lines):
+    own = any(d is not None for _, d in lines)
+    if not own and not any(e[2] is not None for e in events):
         n = len(lines)
         lines_carry = "decision lines carry" if n > 1 else "decision line carries"
         return {}, ((f"{file}: note: its {n} PlanFence {lines_carry} {NO_DIGESTS}",)
@@ -344,7 +354,9 @@ def decision_digest_problems(lines: Sequence[tuple[str, Any]],
     out: dict[int, str] = {}
     for i, ((field, got), entry) in enumerate(zip(lines, decisions, strict=True)):
         if got is None:
-            why = "it carries no digest while the trace's other decision lines do"
+            why = ("it carries no digest while the trace's other decision lines do" if own
+                   else "it carries no digest while the trace's human-answer / "
+                   "tool-outcome lines do")
         elif not isinstance(got, str):
             why = f"its digest is not a string ({_short(got)})"
         elif got != entry.digest():

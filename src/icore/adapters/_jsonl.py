@@ -339,8 +339,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     edited = record_id_problems(planfence["records"])
     warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
                       "INVALID" for why in edited.values())
-    undigested, said = decision_digest_problems(planfence["digests"],
-                                                planfence["decisions"], file=file)
+    undigested, said = decision_digest_problems(planfence["digests"], planfence["decisions"],
+                                                file=file, events=planfence["lines"])
     protected = bool(planfence["records"] or planfence["decisions"])
     lined, answered, said2 = line_digest_problems(planfence["lines"], file=file,
                                                   protected=protected)

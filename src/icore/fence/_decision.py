@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from icore.errors import FenceError
+from icore.errors import FenceError, brief
 from icore.records import Record, RecordId
 
 _DIGEST_DOMAIN = b"icore.decision.v1\n"
@@ -312,7 +312,7 @@ class DecisionEntry:
         point = obj.get("point")
         if point is not None and (not isinstance(point, int) or isinstance(point, bool)
                                   or point < 0):
-            raise DecisionFormatError(f"must be an integer >= 0, not {point!r}",
+            raise DecisionFormatError(f"must be an integer >= 0, not {brief(point)}",
                                       field=f"{where}.point")
         fresh = obj.get("fresh")
         action, task = obj.get("action"), obj.get("task")
@@ -321,7 +321,7 @@ class DecisionEntry:
             error = _text(error, f"{where}.error")
         open_ = obj.get("may_have_run")
         if open_ is not None and not isinstance(open_, bool):
-            raise DecisionFormatError(f"must be true or false, not {open_!r}",
+            raise DecisionFormatError(f"must be true or false, not {brief(open_)}",
                                       field=f"{where}.may_have_run")
         return cls(
             outcome=outcome, reason=reason,
@@ -369,7 +369,7 @@ def _flag(v: Any, field: str) -> bool:
             return True
         if s in _FALSE or not s:
             return False
-    raise DecisionFormatError(f"not a boolean: {v!r}", field=field)
+    raise DecisionFormatError(f"not a boolean: {brief(v)}", field=field)
 
 
 def _number(v: Any) -> float:

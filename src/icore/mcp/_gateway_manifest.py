@@ -54,7 +54,7 @@ from icore.mcp._manifest_hints import unknown_key
 from icore.mcp._manifest_http import HttpSpec
 from icore.mcp._manifest_values import DEFAULT_MAX_MESSAGE_MB as DEFAULT_MAX_MESSAGE_MB
 from icore.mcp._manifest_values import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
-from icore.mcp._manifest_values import _address, checked_path, checked_text, read_capped
+from icore.mcp._manifest_values import _address, checked_path, checked_text, not_null, read_capped
 from icore.mcp._manifest_values import url_problem as url_problem  # re-exported
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
@@ -96,8 +96,7 @@ class UpstreamSpec(_Model):
         headers: extra HTTP headers (``url`` only).
         trust_updates: trust its ``notifications/resources/updated`` (a YAML bool only): a
             D(a) resource it serves is not read again at a protected call while the gateway
-            holds a live subscription to it, read since it began, with no update since
-            (only when it declares ``resources.subscribe``; docs/mcp.md).
+            holds a live ``resources.subscribe`` subscription to it, read since, not updated.
     """
 
     command: str | None = None
@@ -113,6 +112,7 @@ class UpstreamSpec(_Model):
 
     _paths = field_validator("command", "cwd")(checked_path)
     _texts = field_validator("args", "env", "url", "headers")(checked_text)
+    _given = field_validator("connect_timeout_s", mode="before")(not_null)
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSpec:

@@ -78,6 +78,22 @@ def checked_text(value: Any) -> Any:
     return value
 
 
+def not_null(value: Any) -> Any:
+    """Pydantic ``before`` validator of an optional number: an explicit null is refused.
+
+    ``connect_timeout_s:`` with no value (YAML null) was taken for "use the default"
+    while every other number of the manifest refuses null (sweep round 8): the key is
+    left out for the default.
+
+    Raises:
+        ValueError: ``value`` is None (a manifest error naming the field and its line).
+    """
+    if value is None:
+        raise ValueError("must be a number of seconds > 0, not null (leave the key out "
+                         "for the default)")
+    return value
+
+
 def url_problem(url: str) -> str | None:
     """What is wrong with an ``http(s)://`` URL's host and port, or None (no request).
 
@@ -104,6 +120,13 @@ def _address(owner: str, a: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_MAX_MESSAGE_MB", "MAX_MANIFEST_BYTES",
-           "checked_path", "checked_text",
-           "read_capped", "url_problem"]
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_MAX_MESSAGE_MB",
+    "MAX_MANIFEST_BYTES",
+    "checked_path",
+    "checked_text",
+    "not_null",
+    "read_capped",
+    "url_problem",
+]

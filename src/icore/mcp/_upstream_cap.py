@@ -21,7 +21,7 @@ from typing import Any
 import httpx2
 
 from icore.mcp._stdio_lines import KEPT, head_members
-from icore.mcp._upstream_stdio import ANSWER_TOO_BIG, too_big_text
+from icore.mcp._upstream_stdio import ANSWER_INVALID, ANSWER_TOO_BIG, too_big_text
 
 log = logging.getLogger("icore.mcp")
 
@@ -101,6 +101,49 @@ async def capped_json(request: Any, body: bytes, resp: Any, limit: int, upstream
                           request=request, extensions=resp.extensions)
     await resp.aclose()
     return out
+
+
+IDENTITY = {"accept-encoding": "identity"}
+"""The header every request to an HTTP upstream carries: answers not compressed.
+
+``max_message_mb`` counts an answer's bytes as they arrive; a compressed answer's
+decoded size is not its size on the wire (a 30 KiB gzip body decodes to 30 MiB, a
+gzip bomb to gigabytes), and the SDK's client decoded it whole past the cap (sweep
+round 8). An answer compressed all the same is refused (:func:`foreign_coding`)."""
+
+
+def foreign_coding(headers: Any) -> str | None:
+    """A response's ``content-encoding`` when it is one the gateway did not ask for.
+
+    Args:
+        headers: the response's headers (a mapping with ``get``, names lowercase).
+
+    Returns:
+        The coding as sent (cut to 40 characters), or None for none or ``identity``.
+    """
+    coding = str(headers.get("content-encoding", "") or "").strip()
+    return None if coding.lower() in ("", "identity") else coding[:40]
+
+
+def coded_error(upstream: str, what: str, coding: str) -> Any:
+    """The JSON-RPC error of a request answered compressed (``ANSWER_INVALID``: it ran)."""
+    from mcp.shared.exceptions import MCPError
+    text = (f"upstream {upstream} answered {what} with content-encoding {coding!r} "
+            "although the gateway asks for none (accept-encoding: identity): a compressed "
+            "answer cannot be held to max_message_mb before it is decoded, so it was "
+            "dropped unread. The upstream ran the request")
+    log.warning("%s", text)
+    return MCPError(ANSWER_INVALID, text, {"request": what, "content_encoding": coding})
+
+
+async def refuse_coded(request: Any, body: bytes, resp: Any, upstream: str, coding: str
+                       ) -> Any:
+    """A 200 response holding :func:`coded_error` of the request; ``resp`` closed unread."""
+    await resp.aclose()
+    what, rid = asked(body)
+    return httpx2.Response(200, headers={"content-type": "application/json"},
+                           content=_error_body(rid, coded_error(upstream, what, coding)),
+                           request=request)
 
 
 def _boundary(buf: bytes | bytearray, start: int) -> tuple[int, int]:

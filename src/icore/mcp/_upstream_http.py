@@ -55,7 +55,15 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-    from icore.mcp._upstream_cap import EventCap, capped_json, request_body, sse_cap
+    from icore.mcp._upstream_cap import (
+        IDENTITY,
+        EventCap,
+        capped_json,
+        foreign_coding,
+        refuse_coded,
+        request_body,
+        sse_cap,
+    )
     from icore.mcp._upstream_lean import not_taken_response
     from icore.mcp._upstream_sse import Answer, as_answer
     from icore.mcp._upstream_status import status_named
@@ -105,8 +113,14 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             await self.inner.__aexit__(*exc)
 
         async def handle_async_request(self, request: Any) -> Any:
+            request.headers.update(IDENTITY)  # never compressed: the cap counts its bytes
             if request.method != "POST":
                 resp = await self.inner.handle_async_request(request)
+                if (coding := foreign_coding(resp.headers)) is not None:
+                    await resp.aclose()
+                    log.warning("upstream %s answered its GET stream with content-encoding "
+                                "%r (not asked for): refused", upstream, coding)
+                    return httpx2.Response(502, request=request)
             else:
                 resp = await self._post(request)
             if request.headers.get("mcp-session-id"):
@@ -165,6 +179,9 @@ def keepalive_http_client(headers: dict[str, str] | None = None,
             (:func:`~icore.mcp._upstream_status.status_named`).
             """
             resp = await self.inner.handle_async_request(request)
+            if (coding := foreign_coding(resp.headers)) is not None:
+                return await refuse_coded(request, await request_body(request), resp,
+                                          upstream, coding)
             if resp.status_code >= 400 and resp.status_code != 404:  # its status named
                 rid = _method_and_id(request)[1]
                 if rid is not None:

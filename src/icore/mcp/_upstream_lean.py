@@ -63,6 +63,7 @@ from icore.mcp._lean_answers import (
     sse_fields,
 )
 from icore.mcp._lean_http import LeanHttp, LeanHttpError
+from icore.mcp._upstream_cap import IDENTITY, coded_error, foreign_coding
 from icore.mcp._upstream_status import status_text, with_status
 
 log = logging.getLogger("icore.mcp")
@@ -156,7 +157,7 @@ class LeanCalls:
 
     def _headers(self, version: str) -> dict[str, str]:
         h = {"accept": "application/json, text/event-stream",
-             "content-type": "application/json"}
+             "content-type": "application/json", **IDENTITY}
         sid = self.transport.session_id
         if sid:
             h["mcp-session-id"] = sid
@@ -328,6 +329,8 @@ class LeanCalls:
         from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND
         status = conn.status
         ctype = conn.headers.get("content-type", "").lower()
+        if (coding := foreign_coding(conn.headers)) is not None:  # not asked for: unread
+            raise coded_error(self.upstream, what, coding)
         if 300 <= status < 400:
             where = conn.headers.get("location", "")
             if where and status in ((301, 302, 303, 307, 308) if not post else (307, 308)):
