@@ -14,6 +14,17 @@ user, enforced by an exclusive ``flock`` on ``<file>.lock`` that every other
 sequences are then also kept in an in-memory table, loaded at open and updated only after
 a write transaction commits, so head queries are answered without touching SQLite or
 waiting for a writer's fsync (issue 17); SQLite stays the durable copy.
+
+A store notices when its file is deleted or replaced under it (#29): SQLite keeps reading
+and writing the file it opened, even once it is unlinked, so an owner that deleted and
+re-made its folder would leave this store serving the old heads, and commits landing in a
+file nobody will open again. The store remembers the identity (device, inode) of its
+database file at open and compares it with the file at its path after every read a
+decision rests on (heads, owner sequences: one ``stat``), and after every write
+transaction's ``COMMIT`` also those of ``-wal``, ``-shm`` and ``.lock``. A mismatch or a
+missing file raises :class:`~icore.errors.OwnerUnavailable` naming the path, and every
+later call does too (the store is lost: close it and open the path again). The check
+comes after the read, so what was read came from the file that was current then.
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ from typing import ClassVar
 
 from icore._files import path_problem
 from icore._frozen import positional
-from icore.errors import StoreError
+from icore.errors import OwnerUnavailable, StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
 from icore.memory._store_file import refuse_foreign_file
@@ -72,6 +83,10 @@ PAGE_SIZE = 1024
 its record's random id, so smaller pages put fewer bytes in the WAL to fsync (a group of
 8 commits: 10.9 KB instead of 42.4 KB at SQLite's default 4096). Existing files keep
 theirs."""
+
+
+_COMPANIONS = ("-wal", "-shm", ".lock")
+"""Files beside the database whose replacement splits the store's users (suffixes)."""
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -122,6 +137,10 @@ class SQLiteStore(Store):
         self._seqs: dict[str, tuple[int, RecordId]] = {}
         self._staged_heads: dict[str, HeadEntry] = {}
         self._staged_seqs: dict[str, tuple[int, RecordId]] = {}
+        self._db_path = str(self.path)
+        self._db_ident: tuple[int, int] = (-1, -1)  # (st_dev, st_ino) at open
+        self._companions: list[tuple[str, tuple[int, int]]] = []
+        self._lost: tuple[str, str] | None = None  # (file, what) once it was replaced
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lockfile = self._take_file_lock()
@@ -153,6 +172,7 @@ class SQLiteStore(Store):
                 raise StoreError("not an icore store", path=str(self.path))
             self._db.executescript(_SCHEMA)
             row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
+            self._remember_files()
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
         if row is None:
@@ -191,6 +211,69 @@ class SQLiteStore(Store):
                              path=str(self.path)) from exc
         return fd
 
+    def _remember_files(self) -> None:
+        """Note the identity of the database file and its companions, as opened.
+
+        The connection has read the file in WAL mode, so ``-wal`` and ``-shm`` exist and
+        stay the same files while it is open (SQLite removes them only when the last
+        connection closes, and this one is open); ``.lock`` is the file this store
+        locked.
+        """
+        st = os.stat(self._db_path)
+        self._db_ident = (st.st_dev, st.st_ino)
+        lock = os.fstat(self._lockfile)
+        self._companions = [(self._db_path + ".lock", (lock.st_dev, lock.st_ino))]
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                st = os.stat(self._db_path + suffix)
+                self._companions.append((self._db_path + suffix, (st.st_dev, st.st_ino)))
+
+    def _lose(self, path: str, what: str) -> OwnerUnavailable:
+        """Mark the store lost (every later check raises) and return the error."""
+        if self._lost is None:
+            self._lost = (path, what)
+        path, what = self._lost
+        return OwnerUnavailable(
+            f"the store's file {path} was {what} while the store was open: its reads "
+            "and writes go to a file nobody else sees; close the store and open the path "
+            "again", owner=self.agent, path=path, store=self._db_path, reason=what)
+
+    def _check_source(self) -> None:
+        """Raise unless the database file at the path is still the one opened (#29).
+
+        One ``stat`` of the path (about 0.9 us of CPU here); see the module docstring.
+
+        Raises:
+            OwnerUnavailable: the file was deleted or replaced (fields ``path``,
+                ``reason``), now or earlier.
+        """
+        if self._lost is not None:
+            raise self._lose(*self._lost)
+        try:
+            st = os.stat(self._db_path)
+        except OSError:
+            raise self._lose(self._db_path, "deleted") from None
+        if st.st_ino != self._db_ident[1] or st.st_dev != self._db_ident[0]:
+            raise self._lose(self._db_path, "replaced")
+
+    def _check_files(self) -> None:
+        """:meth:`_check_source`, then the same for ``-wal``, ``-shm`` and ``.lock``.
+
+        Run after each write transaction's ``COMMIT``: a commit acknowledged only when
+        it landed in the files every other user of the path opens.
+
+        Raises:
+            OwnerUnavailable: as :meth:`_check_source`, naming the file.
+        """
+        self._check_source()
+        for path, ident in self._companions:
+            try:
+                st = os.stat(path)
+            except OSError:
+                raise self._lose(path, "deleted") from None
+            if (st.st_dev, st.st_ino) != ident:
+                raise self._lose(path, "replaced")
+
     class _Tx:
         """Re-entrant write transaction.
 
@@ -207,6 +290,8 @@ class SQLiteStore(Store):
             store._lock.acquire()
             if store._depth == 0:
                 try:
+                    if store._lost is not None:  # write nothing more into a lost file
+                        raise store._lose(*store._lost)
                     store._begin_immediate()
                 except BaseException:
                     store._lock.release()
@@ -227,6 +312,8 @@ class SQLiteStore(Store):
                             t0 = time.perf_counter()
                             store._db.execute("COMMIT")
                             store.last_commit_s = time.perf_counter() - t0
+                            if store._companions:  # set once the file is open
+                                store._check_files()  # landed in the path's files
                         else:
                             store._db.execute("ROLLBACK")
                     except BaseException:
