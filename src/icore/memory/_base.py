@@ -256,15 +256,6 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def _close(self) -> None: ...
 
-    def _check_source(self) -> None:
-        """Raise when the backing the heads were just read from is no longer current.
-
-        Called after every read that a decision rests on (heads, owner sequences): a
-        backend whose data lives in a file checks that the file it reads is still the
-        one at its path (:class:`~icore.memory.SQLiteStore`). Nothing to check here.
-        """
-        return None
-
     # -- public API -------------------------------------------------------------------
     def _check_open(self, **args: object) -> None:
         """Refuse a closed store; then each keyword argument that is no str (its name)."""
@@ -488,16 +479,9 @@ class Store(abc.ABC):
         return rec
 
     def head(self, key: str) -> HeadEntry | None:
-        """Return the authoritative head H(key) held by this store, or None.
-
-        Raises:
-            OwnerUnavailable: the store's file was deleted or replaced while open
-                (:class:`~icore.memory.SQLiteStore`, #29): the head is not served.
-        """
+        """Return the authoritative head H(key) held by this store, or None."""
         self._check_open(key=key)
-        h = self._head_raw(key)
-        self._check_source()
-        return h
+        return self._head_raw(key)
 
     def heads(self, keys: Iterable[str], *, known: dict[str, RecordId] | None = None,
               inline_max_bytes: int = 0) -> dict[str, HeadEntry]:
@@ -508,12 +492,6 @@ class Store(abc.ABC):
             known: the caller's frontier ids; a head that differs and whose content is
                 at most ``inline_max_bytes`` is returned with its record inlined.
             inline_max_bytes: inline threshold in bytes (0 disables inlining).
-
-        Raises:
-            OwnerUnavailable: the store's file was deleted or replaced while open
-                (:class:`~icore.memory.SQLiteStore`, #29; as do :meth:`head`,
-                :meth:`head_keys`, :meth:`installed_head`, :meth:`owner_seq` and every
-                write): the heads read are not served.
         """
         self._check_open()
         out: dict[str, HeadEntry] = {}
@@ -526,22 +504,18 @@ class Store(abc.ABC):
                 if rec is not None and rec.size <= inline_max_bytes:
                     h = HeadEntry(h.key, h.record_id, h.seq, rec)
             out[k] = h
-        self._check_source()  # after the reads: they came from the current file
         return out
 
     def head_keys(self) -> list[str]:
         """Return every key with an authoritative head in this store."""
         self._check_open()
-        keys = self._head_keys()
-        self._check_source()
-        return keys
+        return self._head_keys()
 
     def installed_head(self, key: str) -> HeadEntry | None:
         """Return this replica's installed view of ``key`` (own head for own keys)."""
         self._check_open(key=key)
         own = self._head_raw(key)
         inst = self._installed_raw(key)
-        self._check_source()
         if own is not None and (inst is None or own.seq >= inst.seq):
             return own
         return inst
@@ -549,9 +523,7 @@ class Store(abc.ABC):
     def owner_seq(self, owner: str) -> int:
         """Return the last committed sequence for ``owner`` (0 when none)."""
         self._check_open(owner=owner)
-        seq = self._owner_seq(owner)[0]
-        self._check_source()
-        return seq
+        return self._owner_seq(owner)[0]
 
     def next_seq(self, owner: str | None = None) -> int:
         """Return the next owner sequence to use for ``owner`` (default: this agent).

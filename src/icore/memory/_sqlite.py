@@ -36,15 +36,16 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
 from icore._files import path_problem
 from icore._frozen import positional
-from icore.errors import OwnerUnavailable, StoreError
+from icore.errors import StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
-from icore.memory._store_file import refuse_foreign_file
+from icore.memory._store_file import FileGuard, refuse_foreign_file
 from icore.records import Record, RecordId, decode_record, encode_record
 
 # records_key (an index on records(key, seq)) was never read, and it cost each commit a
@@ -83,10 +84,6 @@ PAGE_SIZE = 1024
 its record's random id, so smaller pages put fewer bytes in the WAL to fsync (a group of
 8 commits: 10.9 KB instead of 42.4 KB at SQLite's default 4096). Existing files keep
 theirs."""
-
-
-_COMPANIONS = ("-wal", "-shm", ".lock")
-"""Files beside the database whose replacement splits the store's users (suffixes)."""
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -137,10 +134,6 @@ class SQLiteStore(Store):
         self._seqs: dict[str, tuple[int, RecordId]] = {}
         self._staged_heads: dict[str, HeadEntry] = {}
         self._staged_seqs: dict[str, tuple[int, RecordId]] = {}
-        self._db_path = str(self.path)
-        self._db_ident: tuple[int, int] = (-1, -1)  # (st_dev, st_ino) at open
-        self._companions: list[tuple[str, tuple[int, int]]] = []
-        self._lost: tuple[str, str] | None = None  # (file, what) once it was replaced
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._lockfile = self._take_file_lock()
@@ -171,8 +164,8 @@ class SQLiteStore(Store):
                 self._db.close()
                 raise StoreError("not an icore store", path=str(self.path))
             self._db.executescript(_SCHEMA)
+            self._guard = FileGuard(str(self.path), self._lockfile, agent)  # WAL is open
             row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
-            self._remember_files()
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
         if row is None:
@@ -210,129 +203,6 @@ class SQLiteStore(Store):
                                 " that opened it exclusively (an owner service)"),
                              path=str(self.path)) from exc
         return fd
-
-    def _remember_files(self) -> None:
-        """Note the identity of the database file and its companions, as opened.
-
-        The connection has read the file in WAL mode, so ``-wal`` and ``-shm`` exist and
-        stay the same files while it is open (SQLite removes them only when the last
-        connection closes, and this one is open); ``.lock`` is the file this store
-        locked.
-        """
-        st = os.stat(self._db_path)
-        self._db_ident = (st.st_dev, st.st_ino)
-        lock = os.fstat(self._lockfile)
-        self._companions = [(self._db_path + ".lock", (lock.st_dev, lock.st_ino))]
-        for suffix in ("-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                st = os.stat(self._db_path + suffix)
-                self._companions.append((self._db_path + suffix, (st.st_dev, st.st_ino)))
-
-    def _lose(self, path: str, what: str) -> OwnerUnavailable:
-        """Mark the store lost (every later check raises) and return the error."""
-        if self._lost is None:
-            self._lost = (path, what)
-        path, what = self._lost
-        return OwnerUnavailable(
-            f"the store's file {path} was {what} while the store was open: its reads "
-            "and writes go to a file nobody else sees; close the store and open the path "
-            "again", owner=self.agent, path=path, store=self._db_path, reason=what)
-
-    def _check_source(self) -> None:
-        """Raise unless the database file at the path is still the one opened (#29).
-
-        One ``stat`` of the path (about 0.9 us of CPU here); see the module docstring.
-
-        Raises:
-            OwnerUnavailable: the file was deleted or replaced (fields ``path``,
-                ``reason``), now or earlier.
-        """
-        if self._lost is not None:
-            raise self._lose(*self._lost)
-        try:
-            st = os.stat(self._db_path)
-        except OSError:
-            raise self._lose(self._db_path, "deleted") from None
-        if st.st_ino != self._db_ident[1] or st.st_dev != self._db_ident[0]:
-            raise self._lose(self._db_path, "replaced")
-
-    def _check_files(self) -> None:
-        """:meth:`_check_source`, then the same for ``-wal``, ``-shm`` and ``.lock``.
-
-        Run after each write transaction's ``COMMIT``: a commit acknowledged only when
-        it landed in the files every other user of the path opens.
-
-        Raises:
-            OwnerUnavailable: as :meth:`_check_source`, naming the file.
-        """
-        self._check_source()
-        for path, ident in self._companions:
-            try:
-                st = os.stat(path)
-            except OSError:
-                raise self._lose(path, "deleted") from None
-            if (st.st_dev, st.st_ino) != ident:
-                raise self._lose(path, "replaced")
-
-    class _Tx:
-        """Re-entrant write transaction.
-
-        The outermost level runs ``BEGIN IMMEDIATE`` (the file's write lock, so reads
-        inside see the latest committed state of every process) and ``COMMIT`` /
-        ``ROLLBACK``; inner levels only hold the thread lock.
-        """
-
-        def __init__(self, store: SQLiteStore) -> None:
-            self.store = store
-
-        def __enter__(self) -> None:
-            store = self.store
-            store._lock.acquire()
-            if store._depth == 0:
-                try:
-                    if store._lost is not None:  # write nothing more into a lost file
-                        raise store._lose(*store._lost)
-                    store._begin_immediate()
-                except BaseException:
-                    store._lock.release()
-                    raise
-                store._tx_thread = threading.get_ident()
-            store._depth += 1
-
-        def __exit__(self, et: object, ev: object, tb: object) -> None:
-            store = self.store
-            store._depth -= 1
-            try:
-                if store._depth == 0:
-                    store._tx_thread = None
-                    done, store._after_commit = store._after_commit, []
-                    try:
-                        if et is None:
-                            store._flush_staged()
-                            t0 = time.perf_counter()
-                            store._db.execute("COMMIT")
-                            store.last_commit_s = time.perf_counter() - t0
-                            if store._companions:  # set once the file is open
-                                store._check_files()  # landed in the path's files
-                        else:
-                            store._db.execute("ROLLBACK")
-                    except BaseException:
-                        store._staged_heads.clear()
-                        store._staged_seqs.clear()
-                        if et is None and store._db.in_transaction:
-                            with contextlib.suppress(sqlite3.Error):
-                                store._db.execute("ROLLBACK")  # nothing of it is written
-                        raise
-                    # the caches and the in-memory table follow only what is durable
-                    if et is None:
-                        for rec in done:
-                            store._cache[rec.id] = rec
-                        store._heads.update(store._staged_heads)
-                        store._seqs.update(store._staged_seqs)
-                    store._staged_heads.clear()
-                    store._staged_seqs.clear()
-            finally:
-                store._lock.release()
 
     def _begin_immediate(self) -> None:
         """Take the file's write lock, for at most ``LOCK_TIMEOUT_S`` seconds.
@@ -384,31 +254,33 @@ class SQLiteStore(Store):
             self._db.executemany("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
                                  [(o, q, i) for o, (q, i) in self._staged_seqs.items()])
 
-    class _Nested:
-        """An inner level of the calling thread's own transaction: nothing to do.
-
-        The thread already holds the lock and the transaction; only the outermost level
-        commits or rolls back, and an exception still reaches it (issue 27: a group
-        commit enters its transaction twice per record).
-        """
-
-        __slots__ = ()
-
-        def __enter__(self) -> None:
-            return None
-
-        def __exit__(self, et: object, ev: object, tb: object) -> None:
-            return None
-
-    _NESTED: ClassVar[SQLiteStore._Nested]
-
-    def _tx(self) -> SQLiteStore._Tx | SQLiteStore._Nested:
+    def _tx(self) -> _Tx | _Nested:
         if self._depth and self._tx_thread == threading.get_ident():
-            return SQLiteStore._NESTED
-        return SQLiteStore._Tx(self)
+            return _NESTED
+        return _Tx(self)
 
-    def _critical(self) -> SQLiteStore._Tx | SQLiteStore._Nested:
+    def _critical(self) -> _Tx | _Nested:
         return self._tx()
+
+    def heads(self, keys: Iterable[str], *, known: dict[str, RecordId] | None = None,
+              inline_max_bytes: int = 0) -> dict[str, HeadEntry]:
+        """:meth:`Store.heads`, then one check that the file is still the one opened.
+
+        Raises:
+            OwnerUnavailable: the store's file was deleted or replaced while open (#29,
+                module docstring): nothing read is served; :meth:`head`,
+                :meth:`~Store.head_keys`, :meth:`~Store.installed_head`,
+                :meth:`~Store.owner_seq` and every write raise it too.
+        """
+        got = super().heads(keys, known=known, inline_max_bytes=inline_max_bytes)
+        self._guard.check()  # after the reads: they came from the file current now
+        return got
+
+    def head(self, key: str) -> HeadEntry | None:
+        """:meth:`Store.head`, then the check of :meth:`heads` (raises as it does)."""
+        got = super().head(key)
+        self._guard.check()
+        return got
 
     def _get_raw(self, rid: RecordId) -> Record | None:
         rec = self._cache.get(rid)
@@ -458,6 +330,8 @@ class SQLiteStore(Store):
                 if staged is not None:
                     return staged
             got = self._seqs.get(owner)
+            if not self._in_my_tx():
+                self._guard.check()
             return (0, None) if got is None else got
         with self._lock:
             try:
@@ -465,6 +339,8 @@ class SQLiteStore(Store):
                                        (owner,)).fetchone()
             except UnicodeEncodeError:  # a lone surrogate: no owner stored has one
                 return (0, None)
+            if not self._in_my_tx():  # a commit checks after its COMMIT
+                self._guard.check()
         return (0, None) if row is None else (row[0], row[1])
 
     def _insert(self, rec: Record, complete: bool, encoded: bytes | None = None) -> bool:
@@ -519,6 +395,8 @@ class SQLiteStore(Store):
                                        (key,)).fetchone()
             except UnicodeEncodeError:  # a lone surrogate: no key stored has one
                 return None
+            if not self._in_my_tx():  # installed_head; an install checks after COMMIT
+                self._guard.check()
         return None if row is None else HeadEntry(key, row[0], row[1])
 
     def _incomplete_ids(self) -> set[RecordId]:
@@ -542,9 +420,12 @@ class SQLiteStore(Store):
 
     def _head_keys(self) -> list[str]:
         if self.exclusive:
-            return sorted(self._heads)
-        with self._lock:
-            return [r[0] for r in self._db.execute("SELECT key FROM heads ORDER BY key")]
+            keys = sorted(self._heads)
+        else:
+            with self._lock:
+                keys = [r[0] for r in self._db.execute("SELECT key FROM heads ORDER BY key")]
+        self._guard.check()
+        return keys
 
     def _close(self) -> None:
         with self._lock:
@@ -557,4 +438,81 @@ class SQLiteStore(Store):
             return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
 
 
-SQLiteStore._NESTED = SQLiteStore._Nested()
+class _Tx:
+    """Re-entrant write transaction.
+
+    The outermost level runs ``BEGIN IMMEDIATE`` (the file's write lock, so reads
+    inside see the latest committed state of every process) and ``COMMIT`` /
+    ``ROLLBACK``; inner levels only hold the thread lock.
+    """
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._lock.acquire()
+        if store._depth == 0:
+            try:
+                if store._guard.lost is not None:  # write nothing into a lost file
+                    raise store._guard.error()
+                store._begin_immediate()
+            except BaseException:
+                store._lock.release()
+                raise
+            store._tx_thread = threading.get_ident()
+        store._depth += 1
+
+    def __exit__(self, et: object, ev: object, tb: object) -> None:
+        store = self.store
+        store._depth -= 1
+        try:
+            if store._depth == 0:
+                store._tx_thread = None
+                done, store._after_commit = store._after_commit, []
+                try:
+                    if et is None:
+                        store._flush_staged()
+                        t0 = time.perf_counter()
+                        store._db.execute("COMMIT")
+                        store.last_commit_s = time.perf_counter() - t0
+                        store._guard.check_all()  # it landed in the path's files
+                    else:
+                        store._db.execute("ROLLBACK")
+                except BaseException:
+                    store._staged_heads.clear()
+                    store._staged_seqs.clear()
+                    if et is None and store._db.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            store._db.execute("ROLLBACK")  # nothing of it is written
+                    raise
+                # the caches and the in-memory table follow only what is durable
+                if et is None:
+                    for rec in done:
+                        store._cache[rec.id] = rec
+                    store._heads.update(store._staged_heads)
+                    store._seqs.update(store._staged_seqs)
+                store._staged_heads.clear()
+                store._staged_seqs.clear()
+        finally:
+            store._lock.release()
+
+
+class _Nested:
+    """An inner level of the calling thread's own transaction: nothing to do.
+
+    The thread already holds the lock and the transaction; only the outermost level
+    commits or rolls back, and an exception still reaches it (issue 27: a group
+    commit enters its transaction twice per record).
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et: object, ev: object, tb: object) -> None:
+        return None
+
+
+_NESTED = _Nested()

@@ -6,14 +6,18 @@
 not own. :func:`refuse_foreign_file` looks at the file read-only first: a missing or empty
 file, or an SQLite file holding only icore's tables (``meta`` with a ``format`` row, or
 a store cut short before its first row), is an icore store; anything else is refused.
+
+:class:`FileGuard` notices when the file is deleted or replaced while a store has it
+open (#29).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
-from icore.errors import StoreError
+from icore.errors import OwnerUnavailable, StoreError
 
 _HEADER = b"SQLite format 3\x00"
 _TABLES = frozenset({"meta", "records", "heads", "installed", "owner_seq"})
@@ -68,3 +72,88 @@ def refuse_foreign_file(path: Path) -> None:
             else "a meta table with no icore format row")
         + "; icore leaves it unchanged: give a file or folder of icore's own",
         path=str(path))
+
+
+class FileGuard:
+    """The identity of a store's database file and its companions, as opened (#29).
+
+    SQLite keeps reading and writing the file it opened after its path is unlinked or
+    renamed, so a store whose folder was deleted and re-made would serve the old heads.
+    The guard keeps (``st_dev``, ``st_ino``) of the database file, ``-wal``, ``-shm``
+    and ``.lock``; :meth:`check` compares the database file at the path (one ``stat``),
+    :meth:`check_all` every file. Once a check fails the guard stays lost: every later
+    check raises, with no ``stat``.
+
+    Args:
+        db_path: the database file, already open in WAL mode (so ``-wal`` and ``-shm``
+            exist and stay the same files while the connection is open: SQLite removes
+            them only when the last connection closes).
+        lock_fd: the open descriptor of ``<db_path>.lock`` that the store locked.
+        owner: the store's agent, for the error.
+
+    Raises:
+        OSError: the database file cannot be stat'ed (the caller reports it).
+    """
+
+    def __init__(self, db_path: str, lock_fd: int, owner: str | None) -> None:
+        self.db_path = db_path
+        self.owner = owner
+        self.lost: tuple[str, str] | None = None
+        """(file, ``deleted`` or ``replaced``) once a check failed."""
+        st = os.stat(db_path)
+        self._dev, self._ino = st.st_dev, st.st_ino
+        lock = os.fstat(lock_fd)
+        self._others = [(db_path + ".lock", (lock.st_dev, lock.st_ino))]
+        for suffix in ("-wal", "-shm"):
+            try:
+                st = os.stat(db_path + suffix)
+            except FileNotFoundError:
+                continue
+            self._others.append((db_path + suffix, (st.st_dev, st.st_ino)))
+
+    def error(self) -> OwnerUnavailable:
+        """The error of a lost guard (a new one each time: no traceback piles up)."""
+        assert self.lost is not None
+        path, what = self.lost
+        return OwnerUnavailable(
+            f"the store's file {path} was {what} while the store was open: its reads "
+            "and writes go to a file nobody else sees; close the store and open the path "
+            "again", owner=self.owner, path=path, store=self.db_path, reason=what)
+
+    def _lose(self, path: str, what: str) -> OwnerUnavailable:
+        if self.lost is None:
+            self.lost = (path, what)
+        return self.error()
+
+    def check(self) -> None:
+        """Raise unless the database file at the path is still the one opened.
+
+        One ``stat`` of the path (about 0.8 us of CPU, 7.5k instructions in CPython).
+
+        Raises:
+            OwnerUnavailable: the file was deleted or replaced (fields ``path``,
+                ``reason``), now or at an earlier check.
+        """
+        if self.lost is not None:
+            raise self.error()
+        try:
+            st = os.stat(self.db_path)
+        except OSError:
+            raise self._lose(self.db_path, "deleted") from None
+        if st.st_ino != self._ino or st.st_dev != self._dev:
+            raise self._lose(self.db_path, "replaced")
+
+    def check_all(self) -> None:
+        """:meth:`check`, then the same for ``-wal``, ``-shm`` and ``.lock``.
+
+        Raises:
+            OwnerUnavailable: as :meth:`check`, naming the file that changed.
+        """
+        self.check()
+        for path, ident in self._others:
+            try:
+                st = os.stat(path)
+            except OSError:
+                raise self._lose(path, "deleted") from None
+            if (st.st_dev, st.st_ino) != ident:
+                raise self._lose(path, "replaced")
