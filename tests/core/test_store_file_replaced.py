@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from icore.errors import OwnerUnavailable
-from icore.memory import OwnershipMap, SQLiteStore
+from icore.memory import OwnershipMap, SQLiteStore, _store_file
 from icore.records import Record
 from icore.workspace import Workspace
 
@@ -99,18 +99,30 @@ def test_workspace_reader_blocks_after_the_owner_remade_its_folder(tmp_path: Pat
         assert ws.value("dock/d1") == {"free": []}
 
 
+@pytest.fixture(params=[True, False], ids=["inotify", "stat-only"])
+def watch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Run with the inotify trigger (Linux) and with a stat at every check."""
+    monkeypatch.setattr(_store_file, "WATCH", request.param)
+    return bool(request.param)
+
+
 @pytest.mark.parametrize("how", ["delete_db", "delete_all", "move_folder_aside",
-                                 "rename_over"])
+                                 "move_grandparent_aside", "swap_symlink", "rename_over"])
 @pytest.mark.parametrize("exclusive", [False, True])
-def test_every_decision_read_fails_closed(tmp_path: Path, how: str, exclusive: bool) -> None:
+def test_every_decision_read_fails_closed(tmp_path: Path, how: str, exclusive: bool,
+                                          watch: bool) -> None:
     """Heads, head, head_keys, installed_head, owner_seq and commits all refuse, naming
     the path, whichever way the file went; an exclusive store's in-memory head table
     (the owner service) is not served either."""
-    folder = tmp_path / "f"
+    (tmp_path / "v1" / "f").mkdir(parents=True)
+    (tmp_path / "cur").symlink_to(tmp_path / "v1")
+    folder = tmp_path / "cur" / "f"
     db = folder / "warehouse.db"
     st = SQLiteStore(db, OM, "warehouse", exclusive=exclusive)
+    assert (st._guard._quiet is not None) == (watch and sys.platform == "linux")
     first = st.commit(_rec(st, {"free": ["08:00"]}), writer="warehouse").record
-    assert st.heads(["dock/d1"])["dock/d1"].record_id == first.id
+    for _ in range(3):  # nothing changed: served (the quiet path with a watch)
+        assert st.heads(["dock/d1"])["dock/d1"].record_id == first.id
     if how == "delete_db":
         db.unlink()
     elif how == "delete_all":
@@ -118,8 +130,15 @@ def test_every_decision_read_fails_closed(tmp_path: Path, how: str, exclusive: b
     elif how == "move_folder_aside":  # the old inode lives on under another name
         folder.rename(tmp_path / "old")
         folder.mkdir()
+    elif how == "move_grandparent_aside":
+        (tmp_path / "v1").rename(tmp_path / "old")
+        (tmp_path / "v1" / "f").mkdir(parents=True)
+    elif how == "swap_symlink":  # cur -> v2, a folder of its own
+        (tmp_path / "v2" / "f").mkdir(parents=True)
+        (tmp_path / "next").symlink_to(tmp_path / "v2")
+        os.replace(tmp_path / "next", tmp_path / "cur")
     else:  # a new file renamed over the path (a restore from a copy)
-        shutil.copy(tmp_path / "f" / "warehouse.db", tmp_path / "copy.db")
+        shutil.copy(db, tmp_path / "copy.db")
         os.replace(tmp_path / "copy.db", db)
     reason = "replaced" if how == "rename_over" else "deleted"
     reads = [lambda: st.heads(["dock/d1"]), lambda: st.head("dock/d1"), st.head_keys,

@@ -146,6 +146,8 @@ class SQLiteStore(Store):
             os.close(self._lockfile)
             if hasattr(self, "_db"):
                 self._db.close()
+            if hasattr(self, "_guard"):
+                self._guard.close()
             raise
 
     def _open(self, agent: str | None, synchronous: str) -> None:
@@ -431,6 +433,7 @@ class SQLiteStore(Store):
         with self._lock:
             self._db.close()
             os.close(self._lockfile)
+            self._guard.close()
 
     def record_count(self) -> int:
         """Return the number of records held (own and cached)."""
