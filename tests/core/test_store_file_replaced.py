@@ -119,7 +119,7 @@ def test_every_decision_read_fails_closed(tmp_path: Path, how: str, exclusive: b
     folder = tmp_path / "cur" / "f"
     db = folder / "warehouse.db"
     st = SQLiteStore(db, OM, "warehouse", exclusive=exclusive)
-    assert (st._guard._quiet is not None) == (watch and sys.platform == "linux")
+    assert (st._guard.quiet is not None) == (watch and sys.platform == "linux")
     first = st.commit(_rec(st, {"free": ["08:00"]}), writer="warehouse").record
     for _ in range(3):  # nothing changed: served (the quiet path with a watch)
         assert st.heads(["dock/d1"])["dock/d1"].record_id == first.id

@@ -156,12 +156,14 @@ class FileGuard:
         self.lost: tuple[str, str] | None = None
         """(file, ``deleted`` or ``replaced``) once a check failed."""
         self._lock = threading.Lock()
-        self._busy = False
+        self.busy = False
+        """A check is between draining the events and its ``stat``."""
         watch = _watch(db_path)  # before the identities: a change after it is queued
         self._fds: list[int] = [] if watch is None else watch[0]
         self._inotify = self._fds[0] if self._fds else -1
         self._ep: select.epoll | None = None if watch is None else watch[1]
-        self._quiet = None if self._ep is None else self._ep.poll
+        self.quiet = None if self._ep is None else self._ep.poll
+        """``epoll.poll`` of the watch (None: no watch): empty while nothing changed."""
         st = os.stat(db_path)
         self._dev, self._ino = st.st_dev, st.st_ino
         lock = os.fstat(lock_fd)
@@ -199,11 +201,11 @@ class FileGuard:
         """
         # quiet first, then busy, then lost: a change drained by a concurrent check
         # keeps that check busy until its stat found it (or not)
-        if (self._quiet is not None and not self._quiet(0) and not self._busy
+        if (self.quiet is not None and not self.quiet(0, 1) and not self.busy
                 and self.lost is None):
             return  # nothing on the path changed since the last stat
         with self._lock:
-            self._busy = True
+            self.busy = True
             try:
                 if self.lost is not None:
                     raise self.error()
@@ -216,7 +218,7 @@ class FileGuard:
                 if st.st_ino != self._ino or st.st_dev != self._dev:
                     raise self._lose(self.db_path, "replaced")
             finally:
-                self._busy = False
+                self.busy = False
 
     def _drain(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -229,7 +231,7 @@ class FileGuard:
             self._ep.close()
             for fd in self._fds:
                 os.close(fd)
-            self._ep = self._quiet = None
+            self._ep = self.quiet = None
             self._fds, self._inotify = [], -1
 
     def check_all(self) -> None:
