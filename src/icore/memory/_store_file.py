@@ -165,7 +165,7 @@ class FileGuard:
         self.quiet = None if self._ep is None else self._ep.poll
         """``epoll.poll`` of the watch (None: no watch): empty while nothing changed."""
         st = os.stat(db_path)
-        self._dev, self._ino = st.st_dev, st.st_ino
+        self._ident = (st.st_dev, st.st_ino)
         lock = os.fstat(lock_fd)
         self._others = [(db_path + ".lock", (lock.st_dev, lock.st_ino))]
         for suffix in ("-wal", "-shm"):
@@ -192,7 +192,7 @@ class FileGuard:
     def check(self) -> None:
         """Raise unless the database file at the path is still the one opened.
 
-        One ``stat`` of the path (about 0.8 us of CPU, 7.5k instructions in CPython),
+        One ``stat`` of the path (about 0.8 us of CPU, most of it building the result),
         or, with a watch and no event queued, one ``epoll_wait`` that does not wait.
 
         Raises:
@@ -211,14 +211,18 @@ class FileGuard:
                     raise self.error()
                 if self._inotify >= 0:
                     self._drain()  # first: an event after this is seen by the next check
-                try:
-                    st = os.stat(self.db_path)
-                except OSError:
-                    raise self._lose(self.db_path, "deleted") from None
-                if st.st_ino != self._ino or st.st_dev != self._dev:
-                    raise self._lose(self.db_path, "replaced")
+                self._same(self.db_path, self._ident)
             finally:
                 self.busy = False
+
+    def _same(self, path: str, ident: tuple[int, int]) -> None:
+        """Raise (and lose the guard) unless ``path`` is the file ``ident`` names."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            raise self._lose(path, "deleted") from None
+        if (st.st_dev, st.st_ino) != ident:
+            raise self._lose(path, "replaced")
 
     def _drain(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -242,16 +246,5 @@ class FileGuard:
         """
         if self.lost is not None:
             raise self.error()
-        try:
-            st = os.stat(self.db_path)
-        except OSError:
-            raise self._lose(self.db_path, "deleted") from None
-        if st.st_ino != self._ino or st.st_dev != self._dev:
-            raise self._lose(self.db_path, "replaced")
-        for path, ident in self._others:
-            try:
-                st = os.stat(path)
-            except OSError:
-                raise self._lose(path, "deleted") from None
-            if (st.st_dev, st.st_ino) != ident:
-                raise self._lose(path, "replaced")
+        for path, ident in [(self.db_path, self._ident), *self._others]:
+            self._same(path, ident)
