@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import END, START, StateGraph
 
-from icore.errors import IntegrationError, OwnershipError
+from icore.errors import IntegrationError, OwnershipError, OwnerUnavailable
 from icore.integrations.langgraph import RecordCheckpointSaver, RecordStore
 from icore.memory import MemoryStore, OwnershipMap, SQLiteStore
 
@@ -204,3 +204,30 @@ def test_behaves_like_langgraphs_in_memory_saver(ops: list[tuple[Any, ...]]) -> 
                 s.delete_thread(op[1])
             made = {k: v for k, v in made.items() if k[0] != op[1]}
     assert _snapshot(savers[1]) == _snapshot(savers[0])
+
+
+def test_resume_after_the_checkpoint_file_was_deleted_raises(tmp_path: Path) -> None:
+    """QA qa-new12b S1 (b2 s8, #29): the saver's SQLite file deleted between the pause
+    and the resume; the resume raises ``OwnerUnavailable`` naming the path and the
+    paused node never runs (it used to carry on from the orphaned file)."""
+    om = OwnershipMap(patterns={"lg/*": "graph"})
+    db = tmp_path / "ck" / "graph.db"
+    store = SQLiteStore(db, om, "graph")
+    ran: list[int] = []
+    g = StateGraph(_S)
+    g.add_node("plan", lambda s: {"n": 1})
+    g.add_node("act", lambda s: ran.append(s["n"]) or {"n": 2})
+    g.add_edge(START, "plan")
+    g.add_edge("plan", "act")
+    g.add_edge("act", END)
+    app = g.compile(checkpointer=RecordCheckpointSaver(store), interrupt_before=["act"])
+    cfg: Any = {"configurable": {"thread_id": "t1"}}
+    app.invoke({"n": 0}, cfg)
+    assert ran == []
+    for f in list(db.parent.iterdir()):
+        f.unlink()
+    with pytest.raises(OwnerUnavailable) as err:
+        app.invoke(None, cfg)
+    assert err.value.fields["path"] == str(db) and ran == []
+    assert not db.exists()  # nothing was written as if the old state were current
+    store.close()

@@ -14,6 +14,19 @@ user, enforced by an exclusive ``flock`` on ``<file>.lock`` that every other
 sequences are then also kept in an in-memory table, loaded at open and updated only after
 a write transaction commits, so head queries are answered without touching SQLite or
 waiting for a writer's fsync (issue 17); SQLite stays the durable copy.
+
+A store notices when its file is deleted or replaced under it (#29): SQLite keeps reading
+and writing the file it opened, even once it is unlinked, so an owner that deleted and
+re-made its folder would leave this store serving the old heads, and commits landing in a
+file nobody will open again. :class:`~icore.memory._store_file.FileGuard` keeps the
+identity (device, inode) of the database file as opened and compares it with the file at
+the path after every read a decision rests on (heads, owner sequences, head keys,
+installed heads), and after every write transaction's ``COMMIT`` also those of ``-wal``,
+``-shm`` and ``.lock``. A mismatch or a missing file raises
+:class:`~icore.errors.OwnerUnavailable` naming the path, and every later call does too
+(the store is lost: close it and open the path again). The check comes after the read,
+so what was read came from the file that was current then. On Linux an inotify watch of
+the path's folders lets the check skip its ``stat`` while no event is queued.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ import random
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,7 +47,7 @@ from icore._frozen import positional
 from icore.errors import StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
-from icore.memory._store_file import refuse_foreign_file
+from icore.memory._store_file import FileGuard, refuse_foreign_file
 from icore.records import Record, RecordId, decode_record, encode_record
 
 # records_key (an index on records(key, seq)) was never read, and it cost each commit a
@@ -134,6 +148,8 @@ class SQLiteStore(Store):
             os.close(self._lockfile)
             if hasattr(self, "_db"):
                 self._db.close()
+            if hasattr(self, "_guard"):
+                self._guard.close()
             raise
 
     def _open(self, agent: str | None, synchronous: str) -> None:
@@ -152,6 +168,7 @@ class SQLiteStore(Store):
                 self._db.close()
                 raise StoreError("not an icore store", path=str(self.path))
             self._db.executescript(_SCHEMA)
+            self._guard = FileGuard(str(self.path), self._lockfile, agent)  # WAL is open
             row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
@@ -190,62 +207,6 @@ class SQLiteStore(Store):
                                 " that opened it exclusively (an owner service)"),
                              path=str(self.path)) from exc
         return fd
-
-    class _Tx:
-        """Re-entrant write transaction.
-
-        The outermost level runs ``BEGIN IMMEDIATE`` (the file's write lock, so reads
-        inside see the latest committed state of every process) and ``COMMIT`` /
-        ``ROLLBACK``; inner levels only hold the thread lock.
-        """
-
-        def __init__(self, store: SQLiteStore) -> None:
-            self.store = store
-
-        def __enter__(self) -> None:
-            store = self.store
-            store._lock.acquire()
-            if store._depth == 0:
-                try:
-                    store._begin_immediate()
-                except BaseException:
-                    store._lock.release()
-                    raise
-                store._tx_thread = threading.get_ident()
-            store._depth += 1
-
-        def __exit__(self, et: object, ev: object, tb: object) -> None:
-            store = self.store
-            store._depth -= 1
-            try:
-                if store._depth == 0:
-                    store._tx_thread = None
-                    done, store._after_commit = store._after_commit, []
-                    try:
-                        if et is None:
-                            store._flush_staged()
-                            t0 = time.perf_counter()
-                            store._db.execute("COMMIT")
-                            store.last_commit_s = time.perf_counter() - t0
-                        else:
-                            store._db.execute("ROLLBACK")
-                    except BaseException:
-                        store._staged_heads.clear()
-                        store._staged_seqs.clear()
-                        if et is None and store._db.in_transaction:
-                            with contextlib.suppress(sqlite3.Error):
-                                store._db.execute("ROLLBACK")  # nothing of it is written
-                        raise
-                    # the caches and the in-memory table follow only what is durable
-                    if et is None:
-                        for rec in done:
-                            store._cache[rec.id] = rec
-                        store._heads.update(store._staged_heads)
-                        store._seqs.update(store._staged_seqs)
-                    store._staged_heads.clear()
-                    store._staged_seqs.clear()
-            finally:
-                store._lock.release()
 
     def _begin_immediate(self) -> None:
         """Take the file's write lock, for at most ``LOCK_TIMEOUT_S`` seconds.
@@ -297,31 +258,35 @@ class SQLiteStore(Store):
             self._db.executemany("INSERT OR REPLACE INTO owner_seq VALUES (?,?,?)",
                                  [(o, q, i) for o, (q, i) in self._staged_seqs.items()])
 
-    class _Nested:
-        """An inner level of the calling thread's own transaction: nothing to do.
-
-        The thread already holds the lock and the transaction; only the outermost level
-        commits or rolls back, and an exception still reaches it (issue 27: a group
-        commit enters its transaction twice per record).
-        """
-
-        __slots__ = ()
-
-        def __enter__(self) -> None:
-            return None
-
-        def __exit__(self, et: object, ev: object, tb: object) -> None:
-            return None
-
-    _NESTED: ClassVar[SQLiteStore._Nested]
-
-    def _tx(self) -> SQLiteStore._Tx | SQLiteStore._Nested:
+    def _tx(self) -> _Tx | _Nested:
         if self._depth and self._tx_thread == threading.get_ident():
-            return SQLiteStore._NESTED
-        return SQLiteStore._Tx(self)
+            return _NESTED
+        return _Tx(self)
 
-    def _critical(self) -> SQLiteStore._Tx | SQLiteStore._Nested:
+    def _critical(self) -> _Tx | _Nested:
         return self._tx()
+
+    def heads(self, keys: Iterable[str], *, known: dict[str, RecordId] | None = None,
+              inline_max_bytes: int = 0) -> dict[str, HeadEntry]:
+        """:meth:`Store.heads`, then one check that the file is still the one opened.
+
+        Raises:
+            OwnerUnavailable: the store's file was deleted or replaced while open (#29,
+                module docstring): nothing read is served; :meth:`head`,
+                :meth:`~Store.head_keys`, :meth:`~Store.installed_head`,
+                :meth:`~Store.owner_seq` and every write raise it too.
+        """
+        got = Store.heads(self, keys, known=known, inline_max_bytes=inline_max_bytes)
+        g = self._guard  # after the reads: they came from the file current now
+        if g.quiet is None or g.quiet(0, 1) or g.busy or g.lost is not None:
+            g.check()  # the owner's hot path: FileGuard.check's test, inlined
+        return got
+
+    def head(self, key: str) -> HeadEntry | None:
+        """:meth:`Store.head`, then the check of :meth:`heads` (raises as it does)."""
+        got = super().head(key)
+        self._guard.check()
+        return got
 
     def _get_raw(self, rid: RecordId) -> Record | None:
         rec = self._cache.get(rid)
@@ -371,6 +336,8 @@ class SQLiteStore(Store):
                 if staged is not None:
                     return staged
             got = self._seqs.get(owner)
+            if not self._in_my_tx():
+                self._guard.check()
             return (0, None) if got is None else got
         with self._lock:
             try:
@@ -378,6 +345,8 @@ class SQLiteStore(Store):
                                        (owner,)).fetchone()
             except UnicodeEncodeError:  # a lone surrogate: no owner stored has one
                 return (0, None)
+            if not self._in_my_tx():  # a commit checks after its COMMIT
+                self._guard.check()
         return (0, None) if row is None else (row[0], row[1])
 
     def _insert(self, rec: Record, complete: bool, encoded: bytes | None = None) -> bool:
@@ -432,6 +401,8 @@ class SQLiteStore(Store):
                                        (key,)).fetchone()
             except UnicodeEncodeError:  # a lone surrogate: no key stored has one
                 return None
+            if not self._in_my_tx():  # installed_head; an install checks after COMMIT
+                self._guard.check()
         return None if row is None else HeadEntry(key, row[0], row[1])
 
     def _incomplete_ids(self) -> set[RecordId]:
@@ -455,14 +426,18 @@ class SQLiteStore(Store):
 
     def _head_keys(self) -> list[str]:
         if self.exclusive:
-            return sorted(self._heads)
-        with self._lock:
-            return [r[0] for r in self._db.execute("SELECT key FROM heads ORDER BY key")]
+            keys = sorted(self._heads)
+        else:
+            with self._lock:
+                keys = [r[0] for r in self._db.execute("SELECT key FROM heads ORDER BY key")]
+        self._guard.check()
+        return keys
 
     def _close(self) -> None:
         with self._lock:
             self._db.close()
             os.close(self._lockfile)
+            self._guard.close()
 
     def record_count(self) -> int:
         """Return the number of records held (own and cached)."""
@@ -470,4 +445,81 @@ class SQLiteStore(Store):
             return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
 
 
-SQLiteStore._NESTED = SQLiteStore._Nested()
+class _Tx:
+    """Re-entrant write transaction.
+
+    The outermost level runs ``BEGIN IMMEDIATE`` (the file's write lock, so reads
+    inside see the latest committed state of every process) and ``COMMIT`` /
+    ``ROLLBACK``; inner levels only hold the thread lock.
+    """
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._lock.acquire()
+        if store._depth == 0:
+            try:
+                if store._guard.lost is not None:  # write nothing into a lost file
+                    raise store._guard.error()
+                store._begin_immediate()
+            except BaseException:
+                store._lock.release()
+                raise
+            store._tx_thread = threading.get_ident()
+        store._depth += 1
+
+    def __exit__(self, et: object, ev: object, tb: object) -> None:
+        store = self.store
+        store._depth -= 1
+        try:
+            if store._depth == 0:
+                store._tx_thread = None
+                done, store._after_commit = store._after_commit, []
+                try:
+                    if et is None:
+                        store._flush_staged()
+                        t0 = time.perf_counter()
+                        store._db.execute("COMMIT")
+                        store.last_commit_s = time.perf_counter() - t0
+                        store._guard.check_all()  # it landed in the path's files
+                    else:
+                        store._db.execute("ROLLBACK")
+                except BaseException:
+                    store._staged_heads.clear()
+                    store._staged_seqs.clear()
+                    if et is None and store._db.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            store._db.execute("ROLLBACK")  # nothing of it is written
+                    raise
+                # the caches and the in-memory table follow only what is durable
+                if et is None:
+                    for rec in done:
+                        store._cache[rec.id] = rec
+                    store._heads.update(store._staged_heads)
+                    store._seqs.update(store._staged_seqs)
+                store._staged_heads.clear()
+                store._staged_seqs.clear()
+        finally:
+            store._lock.release()
+
+
+class _Nested:
+    """An inner level of the calling thread's own transaction: nothing to do.
+
+    The thread already holds the lock and the transaction; only the outermost level
+    commits or rolls back, and an exception still reaches it (issue 27: a group
+    commit enters its transaction twice per record).
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, et: object, ev: object, tb: object) -> None:
+        return None
+
+
+_NESTED = _Nested()
