@@ -454,16 +454,10 @@ class RunRecorder:
         """The ``{"run": {...}}`` header line."""
         with self._lock:
             agents = dict(self.agents)
-        run: dict[str, Any] = {"id": self.run_id, "agents": agents}
-        if self.question:
-            run["question"] = self.question
-        if self.orchestrator:
-            run["orchestrator"] = self.orchestrator
-        if self.ground_truth is not None:
-            run["ground_truth"] = self.ground_truth
-        if self.succeeded is not None:
-            run["succeeded"] = self.succeeded
-        return {"run": run}
+        given = {"question": self.question or None, "orchestrator": self.orchestrator or None,
+                 "ground_truth": self.ground_truth, "succeeded": self.succeeded}
+        return {"run": {"id": self.run_id, "agents": agents,
+                        **{k: v for k, v in given.items() if v is not None}}}
 
     def jsonl(self, *, after: Sequence[Mapping[str, Any]] = ()) -> str:
         """The run in the generic JSONL format.
