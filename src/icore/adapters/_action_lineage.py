@@ -13,11 +13,13 @@ versions its roots cite as exact parents, labelled so. Reports only render these
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from icore.adapters._call_identity import made_by
+from icore.adapters._lineage_index import RecordIndex
 from icore.adapters._lineage_types import (
     FAILED_AFTER_AUTHORIZATION,
     GATE,
@@ -172,16 +174,19 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
             group.append(e)
         else:  # the same decision written again with its call's failure (a gateway)
             group[at] = e
-    out = [lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
-                      _relevant(records, es), es) for name, es in groups.items()]
-    answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
     edited = planfence.edited if isinstance(planfence, PlanfenceLog) else {}
+    index = RecordIndex(records, edited)  # once per trace, shared by every action (#29)
+    out = [lineage_of(name, f"{name} · {es[0].action}".rstrip(" ·"),
+                      index.picture(es), es) for name, es in groups.items()]
+    shown = {name: why for name, es in groups.items()
+             if (why := index.edited_shown(es)) is not None}
+    answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
     callers = planfence.callers if isinstance(planfence, PlanfenceLog) else {}
     branches = planfence.branches if isinstance(planfence, PlanfenceLog) else {}
     lineages = _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
         made_by(_resent(_linked(out, replans), resent), records, callers, branches),
         answers,
-        records, steps), steps), steps), steps), edited, edited_in)
+        records, steps), steps), steps), steps), edited, edited_in, shown)
     if isinstance(planfence, PlanfenceLog):
         lineages = _answered(lineages, planfence.edited_answers)
         if planfence.chain_broken is not None:
@@ -228,22 +233,23 @@ def _all_invalid(lineages: tuple[ActionLineage, ...], why: str) -> tuple[ActionL
 
 
 def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str],
-            decisions: Mapping[str, str]) -> tuple[ActionLineage, ...]:
-    """``lineages``, each showing a record that does not match its id ``INVALID``.
+            decisions: Mapping[str, str], shown: Mapping[str, str]
+            ) -> tuple[ActionLineage, ...]:
+    """``lineages``, each resting on a record that does not match its id ``INVALID``.
 
     A record whose id is not its digest (:attr:`PlanfenceLog.edited`), or a decision
     line that does not match its digest (``decisions``: action -> why,
     :attr:`PlanfenceLog.edited_decisions`), was edited after it was recorded: the
     verdict read off it (valid, blocked) cannot be trusted, so the action fails closed
     (QA qa-new9 S3: an action record's price changed, id kept; #29: ``stale`` made
-    ``authorized``).
+    ``authorized``). ``shown``: action -> why the first edited record its verdict rests
+    on was edited (:meth:`RecordIndex.edited_shown`, computed once over the record graph).
     """
     if not edited and not decisions:
         return tuple(lineages)
     out = []
     for a in lineages:
-        why = decisions.get(a.action) or next((edited[str(r.get("id"))] for r in a.records
-                                               if str(r.get("id")) in edited), None)
+        why = decisions.get(a.action) or (shown.get(a.action) if a.points else None)
         if why is None:
             roots = {str(x) for p in a.points for x in p.entry.roots}
             why = next((edited[r] for r in roots if r in edited), None)
@@ -291,6 +297,13 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
             if st.kind == StepKind.TOOL_OUTPUT and st.task in tasks:
                 first_out.setdefault(tasks[st.task], st.index)
         taken: set[int] = set()
+        by_tool: dict[str, deque[int]] = {}  # tool -> its actions, in order (one pass, #29)
+        by_args: dict[tuple[str, str], deque[int]] = {}
+        for i, a in enumerate(out):
+            if a.points:
+                by_tool.setdefault(a.points[0].entry.action, deque()).append(i)
+                if i in args_of:
+                    by_args.setdefault((a.points[0].entry.action, args_of[i]), deque()).append(i)
         named = {a.action: i for i, a in enumerate(out)}
         exact = [x for x in answers if x.task in named]  # a refused call's own: exact
         for ans in exact:
@@ -307,12 +320,13 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
                 out[at] = replace(out[at], human_step=min(ans.step, twin.step))
                 continue
             hit = request_of.get(ans.request) if ans.request is not None else None
-            if hit is None or hit in taken:
-                cands = [i for i, a in enumerate(out) if i not in taken and a.points
-                         and a.points[0].entry.action == ans.tool
-                         and first_out.get(i, ans.step + 1) > ans.step]
-                same = [i for i in cands if ans.args is not None and args_of.get(i) == ans.args]
-                hit = next(iter(same or cands), None)
+            if hit is None or hit in taken:  # the first open one of its tool (same args first)
+                def ok(i: int, step: int = ans.step) -> bool:
+                    return first_out.get(i, step + 1) > step
+                hit = None if ans.args is None else _first_open(
+                    by_args.get((ans.tool, ans.args), deque()), taken, ok)
+                if hit is None:
+                    hit = _first_open(by_tool.get(ans.tool, deque()), taken, ok)
             if hit is not None:
                 taken.add(hit)
                 out[hit] = replace(out[hit], human_step=ans.step, human_during=ans.during,
@@ -321,6 +335,17 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
         if a.points and a.points[-1].entry.reason == APPROVAL_REJECTED:
             out[i] = replace(a, human=REJECTED_BY_HUMAN)
     return tuple(out)
+
+
+def _first_open(order: deque[int], taken: set[int], ok: Callable[[int], bool]) -> int | None:
+    """The first index of ``order`` not in ``taken`` that is ``ok``, or None.
+
+    The taken ones at its front are dropped for good (``taken`` only grows), so linking
+    every answer of a run walks each tool's actions about once.
+    """
+    while order and order[0] in taken:
+        order.popleft()
+    return next((i for i in order if i not in taken and ok(i)), None)
 
 
 def _request(rec: Mapping[str, Any] | None, by_id: Mapping[str, Mapping[str, Any]]
@@ -522,29 +547,6 @@ def _handed_over(a: ActionLineage) -> bool:
     The model got the fresh values: its next call may be the one replan.
     """
     return bool(a.points) and a.points[-1].entry.reason == Reason.STALE.value
-
-
-def _relevant(records: Sequence[Mapping[str, Any]], decisions: Sequence[DecisionEntry]
-              ) -> list[Mapping[str, Any]]:
-    """The records one action's picture shows.
-
-    Its roots and their ancestors, the versions of D(x) it saw (frontier, heads, every
-    version of those keys) and the records derived from its roots (the action record).
-    """
-    by_id = {str(r.get("id")): r for r in records}
-    roots = {x for d in decisions for x in d.roots}
-    deps = {k for d in decisions for k in d.deps}
-    keep = set(roots) | {v for d in decisions for m in (d.frontier, d.heads)
-                         for v in m.values()}
-    todo = list(keep)
-    while todo:
-        r = by_id.get(todo.pop())
-        for p in (r.get("parents") or ()) if r is not None else ():
-            if str(p) not in keep:
-                keep.add(str(p))
-                todo.append(str(p))
-    return [r for r in records if str(r.get("id")) in keep or r.get("key") in deps
-            or roots & {str(p) for p in r.get("parents") or ()}]
 
 
 __all__ = ["APPROVED", "FAILED_AFTER_AUTHORIZATION", "REJECTED_BY_HUMAN", "ActionLineage",

@@ -7,6 +7,7 @@ The run's X, its cq timeline, its findings and summary. Plain data, shared by th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from array import array
 from bisect import bisect_left, bisect_right
@@ -365,9 +366,12 @@ class AuditResult:
             paused=self.paused,
         )
 
-    @property
+    @functools.cached_property
     def lineage(self) -> tuple[ActionLineage, ...]:
         """Every protected action the run's PlanFence lines carry, with its status.
+
+        Computed once (the console line, ``--json``, the report and
+        :attr:`invalid_actions` read the same tuple; the trace is frozen).
 
         One :class:`~icore.adapters.ActionLineage` per action (decisions grouped by
         task), judged by :func:`icore.fence.judge_action` / :func:`icore.fence.action_status`

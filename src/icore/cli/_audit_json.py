@@ -61,7 +61,7 @@ def action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
 
 def action_line(r: AuditResult) -> str | None:
     """The console's line of a run's protected actions per count (None: it has none)."""
-    views = trace_lineage(r.trace.planfence, r.trace.steps)
+    views = r.lineage  # counts only: the verdicts, no picture rendered (#29)
     counts = action_counts([{"status": lv.status, "error": lv.error,
                               "outcome": "unknown" if lv.outcome_unknown else None}
                              for lv in views])
