@@ -172,5 +172,7 @@ async def _async_replay() -> None:
     p = out["__interrupt__"][0].value["planfence.approval"]
     out = await app.ainvoke(Command(resume={"planfence.approval": p["id"],
                                             "approved": True}), cfg)
-    assert dock.log == [("book", "C", 1), ("restock", "C", 10)]
+    # each ran once; under ainvoke the two calls of the message run as sibling tasks, so
+    # a book_slot not yet started when restock paused runs on the resume beside restock
+    assert sorted(dock.log) == [("book", "C", 1), ("restock", "C", 10)]
     assert _answers(out)["c3"] == "booked 1 of C (#1)"
