@@ -175,4 +175,6 @@ async def _async_replay() -> None:
     # each ran once; under ainvoke the two calls of the message run as sibling tasks, so
     # a book_slot not yet started when restock paused runs on the resume beside restock
     assert sorted(dock.log) == [("book", "C", 1), ("restock", "C", 10)]
-    assert _answers(out)["c3"] == "booked 1 of C (#1)"
+    # booked once, never refused: a book_slot still running when restock paused is
+    # waited for on the resume (StepMemory.running), not refused as outcome unknown
+    assert _answers(out)["c3"].startswith("booked 1 of C (#")

@@ -44,6 +44,9 @@ from icore.integrations.langgraph._branches import step_of
 
 MAX_STEPS = 4096
 """Calls remembered per fenced tool (the oldest forgotten first)."""
+RUNNING_WAIT_S = 300.0
+"""Seconds a re-run waits for the same call's attempt still running in this process
+(:meth:`StepMemory.running`); after it the call is refused as outcome unknown."""
 STARTED, RAN, REFUSED, FAILED = "started", "ran", "refused", "failed"
 """A remembered call's outcome: running (or died), ran, refused, raised after it started."""
 
@@ -80,6 +83,7 @@ class StepMemory:
         self.tool = tool
         self._lock = threading.Lock()
         self._steps: OrderedDict[Hashable, tuple[str, Any]] = OrderedDict()
+        self._running: dict[Hashable, threading.Event] = {}  # set once a STARTED settles
 
     def claim(self, step: Hashable | None) -> tuple[str, Any] | None:
         """The earlier outcome of this call, else None (the call is marked started).
@@ -92,9 +96,25 @@ class StepMemory:
             prior = self._steps.get(step)
             if prior is None:
                 self._steps[step] = (STARTED, None)
+                self._running[step] = threading.Event()
                 while len(self._steps) > MAX_STEPS:
-                    self._steps.popitem(last=False)
+                    old, _ = self._steps.popitem(last=False)
+                    if (ev := self._running.pop(old, None)) is not None:
+                        ev.set()
         return prior
+
+    def running(self, step: Hashable | None) -> threading.Event | None:
+        """The event set when this call's attempt still running in this process settles.
+
+        LangGraph may return a pause while a sibling task of the paused one is still
+        running (``ToolNode`` under ``ainvoke``): a resume that comes before that attempt
+        ends waits for it (:data:`RUNNING_WAIT_S`) and answers with its outcome, rather
+        than refusing a call that is simply not finished yet. None: nothing running.
+        """
+        if step is None:
+            return None
+        with self._lock:
+            return self._running.get(step)
 
     def answer(self, prior: tuple[str, Any]) -> Any:
         """What a re-run of the call returns: the earlier result.
@@ -143,7 +163,10 @@ class StepMemory:
                 self._steps.pop(step, None)
             else:
                 self._steps[step] = (how, value)
+            ev = self._running.pop(step, None)
+        if ev is not None:
+            ev.set()
 
 
-__all__ = ["FAILED", "MAX_STEPS", "RAN", "REFUSED", "STARTED", "EarlierUnknown", "StepMemory",
-           "step_key"]
+__all__ = ["FAILED", "MAX_STEPS", "RAN", "REFUSED", "RUNNING_WAIT_S", "STARTED",
+           "EarlierUnknown", "StepMemory", "step_key"]

@@ -68,7 +68,7 @@ from icore.integrations.langgraph._fenced_node import (
     _turn_of,
 )
 from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
-from icore.integrations.langgraph._replays import RAN, EarlierUnknown, step_key
+from icore.integrations.langgraph._replays import RAN, RUNNING_WAIT_S, EarlierUnknown, step_key
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
 from icore.integrations.langgraph._thread_scope import check_graph_scope, graph_scope
 from icore.records import JSONValue
@@ -342,6 +342,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 if again:
                     return value
             step = step_key(key, config, norm)  # a re-run step: answered before (both modes)
+            if (ev := f.memory.running(step)) is not None:  # a sibling still running
+                ev.wait(RUNNING_WAIT_S)
             again, value = replay(step, key, config, call_id, norm)
             if again:
                 return value
@@ -401,6 +403,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 if again:
                     return value
             step = step_key(key, config, norm)
+            if (ev := f.memory.running(step)) is not None:  # a sibling still running
+                await asyncio.to_thread(ev.wait, RUNNING_WAIT_S)
             again, value = replay(step, key, config, call_id, norm)
             if again:
                 return value
