@@ -35,7 +35,7 @@ from icore.adapters import (
     write_prov,
 )
 from icore.attribution import Attribution, attribute
-from icore.cli._audit_json import FAIL_ON, action_line, failing, plain, run_json
+from icore.cli._audit_json import FAIL_ON, action_line, failing, plain, run_counts, run_json
 from icore.cli._text import printable, shown
 from icore.cli.inputs import (
     FAIL_EXIT,
@@ -498,7 +498,7 @@ ACTION_LINES = 20
 """Runs whose protected-action line the console prints when all their actions are valid
 or blocked; a run with any other count (INVALID, outcome unknown, failed after
 authorization, unchecked, not issued) always gets its line (QA qa-new12 S3)."""
-_QUIET = (" valid", " blocked")
+_QUIET = ("total", "valid", "blocked")
 
 
 def _print_action_lines(console: Console, results: list[AuditResult]) -> None:
@@ -512,9 +512,7 @@ def _print_action_lines(console: Console, results: list[AuditResult]) -> None:
         line = action_line(r)
         if line is None:
             continue
-        said = line[len(f"protected actions of {r.trace.id}: "):]
-        counts = said.split(" (", 1)[1].split(")", 1)[0].split(", ")
-        quiet = all(c.endswith(_QUIET) for c in counts)
+        quiet = all(not n for st, n in run_counts(r).items() if st not in _QUIET)
         if quiet and shown_n >= ACTION_LINES:
             left += 1
             continue

@@ -59,12 +59,17 @@ def action_counts(lineage: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
+def run_counts(r: AuditResult) -> dict[str, int]:
+    """A run's protected actions per count (:func:`action_counts` of its verdicts)."""
+    return action_counts([{"status": lv.status, "error": lv.error,
+                           "outcome": "unknown" if lv.outcome_unknown else None}
+                          for lv in r.lineage])  # the verdicts, no picture rendered (#29)
+
+
 def action_line(r: AuditResult) -> str | None:
     """The console's line of a run's protected actions per count (None: it has none)."""
-    views = r.lineage  # counts only: the verdicts, no picture rendered (#29)
-    counts = action_counts([{"status": lv.status, "error": lv.error,
-                              "outcome": "unknown" if lv.outcome_unknown else None}
-                             for lv in views])
+    views = r.lineage
+    counts = run_counts(r)
     if not counts["total"]:
         return None
     said = ", ".join(f"{n} {st}" for st, n in counts.items() if st != "total" and n)
