@@ -22,6 +22,7 @@ from crewai.tools import tool
 
 from icore.integrations import NoEffect, RunRecorder
 from icore.integrations.crewai import fenced_crewai_tool, recording
+from icore.integrations.crewai._attempts import UnknownAttempts
 from icore.workspace import ApprovalRequest, Workspace
 
 from .test_crewai_setup import Desk, _replan
@@ -190,3 +191,20 @@ def test_the_trace_is_strict_json_for_non_finite_arguments(tmp_path: Path) -> No
     lines = [json.loads(ln, parse_constant=bare) for ln in text.splitlines()]
     args = [x["args"] for x in lines if x.get("tool") == "pay" and "args" in x]
     assert args and all(x["amount"] == "nan" for x in args)
+
+
+def test_attempts_hold_only_unknown_outcomes_per_turn() -> None:
+    """UnknownAttempts (the shared CallLedger): an unknown outcome per turn, bounded."""
+    att = UnknownAttempts()
+    att.note("turn-1", {"amount": 5}, NoEffect("declined"))  # nothing done: not held
+    assert att.earlier("turn-1", {"amount": 5}) is None
+    att.note(None, {"amount": 5}, TimeoutError("t"))  # no model turn: never held
+    assert att.earlier(None, {"amount": 5}) is None
+    att.note("turn-1", {"amount": 5}, TimeoutError("gateway"))
+    assert att.earlier("turn-1", {"amount": 5}) == "TimeoutError: gateway"
+    assert att.earlier("turn-2", {"amount": 5}) is None
+    for i in range(255):  # the shared bounded ledger: 256 calls held
+        att.note(f"t{i}", {"amount": i}, TimeoutError("x"))
+    assert att.earlier("turn-1", {"amount": 5}) == "TimeoutError: gateway"
+    att.note("t255", {"amount": 255}, TimeoutError("x"))  # one more: the oldest forgotten
+    assert att.earlier("turn-1", {"amount": 5}) is None

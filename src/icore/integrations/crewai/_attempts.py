@@ -15,12 +15,11 @@ for the recorder it is given.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any
 
 from icore.integrations._approvals import canon
+from icore.integrations._call_ledger import UNKNOWN, CallLedger
 from icore.integrations._recorder import RunRecorder
 from icore.integrations._rerun import RETRY_UNKNOWN, outcome_unknown, retry_message
 from icore.integrations._tool_failed import describe
@@ -36,30 +35,29 @@ _KEEP = 256
 class UnknownAttempts:
     """Calls (model turn, tool arguments) whose attempt failed with its outcome unknown.
 
-    Thread-safe; at most :data:`_KEEP` calls, the oldest forgotten first. A call without
-    a model turn (outside a CrewAI executor run) is never remembered.
+    Held in a :class:`~icore.integrations._call_ledger.CallLedger` (thread-safe) as
+    :data:`~icore.integrations._call_ledger.UNKNOWN`, at most :data:`_KEEP` calls, the
+    oldest forgotten first. A call without a model turn (outside a CrewAI executor run)
+    is never remembered.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: OrderedDict[tuple[Hashable, str], str] = OrderedDict()
+        self._ledger = CallLedger(_KEEP)
 
     def note(self, turn: Hashable | None, args: Mapping[str, Any], exc: BaseException
              ) -> None:
         """Remember the call when ``exc`` leaves its outcome unknown."""
-        if turn is None or not outcome_unknown(exc):
-            return
-        with self._lock:
-            self._seen[(turn, canon(dict(args)))] = describe(exc)[:300]
-            while len(self._seen) > _KEEP:
-                self._seen.popitem(last=False)
+        if outcome_unknown(exc):
+            self._ledger.settle(_key(turn, args), UNKNOWN, describe(exc)[:300])
 
     def earlier(self, turn: Hashable | None, args: Mapping[str, Any]) -> str | None:
         """The error of the same call's earlier attempt in this turn, else None."""
-        if turn is None:
-            return None
-        with self._lock:
-            return self._seen.get((turn, canon(dict(args))))
+        got = self._ledger.earlier(_key(turn, args))
+        return got.value if got is not None and got.how == UNKNOWN else None
+
+
+def _key(turn: Hashable | None, args: Mapping[str, Any]) -> Hashable | None:
+    return None if turn is None else (turn, canon(dict(args)))
 
 
 class ApprovalFailed(Exception):

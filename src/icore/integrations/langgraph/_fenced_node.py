@@ -412,7 +412,7 @@ class _Fenced:
             ToolException: the earlier attempt was refused (the same refusal), failed
                 after its tool started, or never finished: refused, never run twice.
         """
-        prior = self.memory.claim(step)
+        prior = self.memory.begin(step)
         if prior is None:
             return False, None
         book = self.guard.handle.approvals if self.guard.handle is not None else None

@@ -6,9 +6,10 @@ before another call of the message paused ran again), a node's ``RetryPolicy`` r
 a node that raised, and ``invoke(None, config)`` after a crash runs the step again from
 its checkpoint. None of these is a new model decision, so a protected call of such a
 re-run is never decided or run twice, in agent mode and in fence mode (``fence=``)
-alike: :class:`StepMemory` keeps each call per thread, tool-call id, graph step
-(:class:`~._branches.Step`: a resume keeps it) and bound arguments, and answers a re-run
-with the earlier outcome:
+alike: :class:`StepMemory` (a :class:`~icore.integrations._call_ledger.CallLedger`, the
+ledger the Agents SDK and CrewAI integrations use too) keeps each call per thread,
+tool-call id, graph step (:class:`~._branches.Step`: a resume keeps it) and bound
+arguments, and answers a re-run with the earlier outcome:
 
 - it ran: the same result (a fence-mode ``Command`` included);
 - it was refused (stale, not read, a human's no, the tool's own ``NoEffect``): the
@@ -28,7 +29,6 @@ is forgotten: the re-run decides it afresh. The memory is per process (the newes
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
@@ -37,6 +37,7 @@ from langgraph.errors import GraphBubbleUp
 
 from icore.errors import ActionBlocked
 from icore.integrations._approvals import canon
+from icore.integrations._call_ledger import RAN, REFUSED, STARTED, UNKNOWN, CallLedger, Earlier
 from icore.integrations._failed import leaves_open
 from icore.integrations._rerun import retry_message
 from icore.integrations._tool_failed import describe
@@ -47,8 +48,6 @@ MAX_STEPS = 4096
 RUNNING_WAIT_S = 300.0
 """Seconds a re-run waits for the same call's attempt still running in this process
 (:meth:`StepMemory.running`); after it the call is refused as outcome unknown."""
-STARTED, RAN, REFUSED, FAILED = "started", "ran", "refused", "failed"
-"""A remembered call's outcome: running (or died), ran, refused, raised after it started."""
 
 
 class EarlierUnknown(ToolException):
@@ -72,36 +71,33 @@ def step_key(thread_call: tuple[Any, str | None], config: Any, args: Any
     return (thread_call, step, canon(dict(args)))
 
 
-class StepMemory:
-    """The outcomes of one fenced tool's calls, by :func:`step_key` (thread-safe).
+class StepMemory(CallLedger):
+    """The first attempts of one fenced tool's calls, by :func:`step_key` (thread-safe).
+
+    A :class:`~icore.integrations._call_ledger.CallLedger` of :data:`MAX_STEPS` calls
+    (:meth:`begin` marks a call's first attempt started, or gives the earlier one;
+    :meth:`settle` records how it ended), plus an event per attempt still running in this
+    process (:meth:`running`).
 
     Args:
         tool: the tool's name (in the refusals the model reads).
+        keep: most calls remembered (the oldest forgotten first).
+
+    Raises:
+        ValueError: ``keep`` < 1.
     """
 
-    def __init__(self, tool: str) -> None:
+    def __init__(self, tool: str, keep: int = MAX_STEPS) -> None:
+        super().__init__(keep)
         self.tool = tool
-        self._lock = threading.Lock()
-        self._steps: OrderedDict[Hashable, tuple[str, Any]] = OrderedDict()
         self._running: dict[Hashable, threading.Event] = {}  # set once a STARTED settles
 
-    def claim(self, step: Hashable | None) -> tuple[str, Any] | None:
-        """The earlier outcome of this call, else None (the call is marked started).
+    def _started(self, key: Hashable) -> None:
+        self._running[key] = threading.Event()
 
-        ``step`` None (outside a graph step): None, nothing remembered.
-        """
-        if step is None:
-            return None
-        with self._lock:
-            prior = self._steps.get(step)
-            if prior is None:
-                self._steps[step] = (STARTED, None)
-                self._running[step] = threading.Event()
-                while len(self._steps) > MAX_STEPS:
-                    old, _ = self._steps.popitem(last=False)
-                    if (ev := self._running.pop(old, None)) is not None:
-                        ev.set()
-        return prior
+    def _ended(self, key: Hashable) -> None:
+        if (ev := self._running.pop(key, None)) is not None:
+            ev.set()
 
     def running(self, step: Hashable | None) -> threading.Event | None:
         """The event set when this call's attempt still running in this process settles.
@@ -116,7 +112,7 @@ class StepMemory:
         with self._lock:
             return self._running.get(step)
 
-    def answer(self, prior: tuple[str, Any]) -> Any:
+    def answer(self, prior: Earlier) -> Any:
         """What a re-run of the call returns: the earlier result.
 
         Raises:
@@ -124,13 +120,12 @@ class StepMemory:
                 after its tool started (:data:`~icore.integrations._rerun.RETRY_UNKNOWN`,
                 naming its error) or never finished: refused, never run twice.
         """
-        how, value = prior
-        if how == RAN:
-            return value
-        if how == REFUSED:
-            raise ToolException(value)
-        if how == FAILED:
-            raise EarlierUnknown(retry_message(self.tool, value))
+        if prior.how == RAN:
+            return prior.value
+        if prior.how == REFUSED:
+            raise ToolException(prior.value)
+        if prior.how == UNKNOWN:
+            raise EarlierUnknown(retry_message(self.tool, prior.value))
         raise EarlierUnknown(
             f"PlanFence refused {self.tool}: this call already started in an earlier "
             "attempt of this graph step (before the resume) and its outcome is unknown; "
@@ -138,13 +133,13 @@ class StepMemory:
             "needed")
 
     def raised(self, step: Hashable | None, exc: BaseException, started: bool) -> None:
-        """Record a call that raised: refused, failed after it started, or forgotten.
+        """Record a call that raised: refused, outcome unknown, or forgotten.
 
         Before the tool started: a ``ToolException`` is the gate's refusal (kept); a pause
         (``GraphInterrupt``), ``ActionBlocked`` or anything else is forgotten (nothing
         ran: the re-run decides afresh). Once the tool started, any exception leaves its
-        effect open (:data:`FAILED`, QA qa-new12b S2) but
-        :class:`~icore.integrations.NoEffect`, a refusal kept as such.
+        effect open (:data:`~icore.integrations._call_ledger.UNKNOWN`, QA qa-new12b S2)
+        but :class:`~icore.integrations.NoEffect`, a refusal kept as such.
         """
         if isinstance(exc, GraphBubbleUp | ActionBlocked) or (
                 not started and not isinstance(exc, ToolException)):
@@ -152,21 +147,8 @@ class StepMemory:
         elif not started or not leaves_open(exc):
             self.settle(step, REFUSED, str(exc))
         else:
-            self.settle(step, FAILED, describe(exc)[:300])
-
-    def settle(self, step: Hashable | None, how: str | None, value: Any = None) -> None:
-        """Record the call's outcome for re-runs of its step (None: forget it)."""
-        if step is None:
-            return
-        with self._lock:
-            if how is None:
-                self._steps.pop(step, None)
-            else:
-                self._steps[step] = (how, value)
-            ev = self._running.pop(step, None)
-        if ev is not None:
-            ev.set()
+            self.settle(step, UNKNOWN, describe(exc)[:300])
 
 
-__all__ = ["FAILED", "MAX_STEPS", "RAN", "REFUSED", "RUNNING_WAIT_S", "STARTED",
+__all__ = ["MAX_STEPS", "RAN", "REFUSED", "RUNNING_WAIT_S", "STARTED", "UNKNOWN",
            "EarlierUnknown", "StepMemory", "step_key"]
