@@ -50,6 +50,7 @@ from icore.mcp._gateway_manifest import (
 )
 from icore.mcp._gateway_order import Wire
 from icore.mcp._gateway_paths import checked_paths
+from icore.mcp._gateway_progress import ProgressRelay
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace
@@ -126,10 +127,12 @@ class Gateway:
             raise
         self.asks = Asks(self.trace, manifest.ask_timeout_s)
         """Upstreams' questions to the clients (elicitation, sampling), forwarded."""
+        self.progress = ProgressRelay()
+        """Upstreams' progress of forwarded calls, relayed to their clients."""
         self.upstreams = {
             n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
                         if s.command is not None else s,
-                        self._resources.on_upstream_notification,
+                        self.progress.before(self._resources.on_upstream_notification),
                         int(manifest.max_message_mb * 2**20), self.asks.callbacks(n))
             for n, s in manifest.upstreams.items()}
         if tpath is not None and manifest.trace and \

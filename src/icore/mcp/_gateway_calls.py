@@ -44,6 +44,7 @@ from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import InFlight, call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
+from icore.mcp._gateway_progress import ProgressRelay
 from icore.mcp._gateway_read_tool import (
     GET_FACT,
     PUT_FACT,
@@ -79,6 +80,7 @@ class _Host(Protocol):
     trace: GatewayTrace
     otel: Any
     asks: Asks
+    progress: ProgressRelay
     single_client: bool
     wire: Any
 
@@ -198,9 +200,11 @@ class _ToolCalls:
         async def forward(**a: Any) -> Any:
             reached.append(True)
             with self.gw.asks.calling(Caller(ctx, view.sid, name, a, spec is not None,
-                                             route.upstream, CLIENT_GONE.get(), task)):
+                                             route.upstream, CLIENT_GONE.get(), task)), \
+                    self.gw.progress.relayed(ctx, params.meta, route.upstream,
+                                             forward_meta(params.meta)) as meta:
                 return await u.request("tools/call", lambda s: u.call_tool(
-                    s, route.name, a, forward_meta(params.meta)))
+                    s, route.name, a, meta))
 
         try:
             if spec is None:

@@ -14,6 +14,7 @@ from typing import Any
 from icore.mcp._gateway_order import TURN_META
 
 _RESERVED = "io.modelcontextprotocol/"
+_DROPPED = frozenset({"progressToken", "progress_token", TURN_META})
 
 
 def forward_meta(meta: Any) -> Any:
@@ -22,16 +23,18 @@ def forward_meta(meta: Any) -> Any:
     Trace context (``traceparent``, ``tracestate``, ``baggage``) and the application's
     own keys are kept; dropped: the
     protocol-reserved ``io.modelcontextprotocol/*`` envelope of the client's
-    connection (the upstream connection has its own), ``progressToken`` (progress
-    belongs to the client's request, not the gateway's) and ``icore/turn`` (the
-    gateway's own, :data:`~icore.mcp._gateway_order.TURN_META`).
+    connection (the upstream connection has its own), ``progressToken`` (either
+    spelling: the SDK's parsed ``_meta`` names it ``progress_token``; the client's token
+    is the client's, :mod:`~icore.mcp._gateway_progress` hands the upstream a token of
+    the gateway's) and ``icore/turn`` (the gateway's own,
+    :data:`~icore.mcp._gateway_order.TURN_META`).
     """
     if not meta:
         return None
     raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
                                                                   exclude_none=True)
     out = {k: v for k, v in raw.items()
-           if not k.startswith(_RESERVED) and k not in ("progressToken", TURN_META)}
+           if not k.startswith(_RESERVED) and k not in _DROPPED}
     return out or None
 
 
