@@ -29,10 +29,11 @@ _app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # a docstring's paragraphs rewrapped, ``x`` as code
     context_settings=_HELP,
 )
 _bench = typer.Typer(help="Benchmarks and paper reproductions.", no_args_is_help=True,
-                     context_settings=_HELP)
+                     context_settings=_HELP, rich_markup_mode="markdown")
 _app.add_typer(_bench, name="bench")
 
 

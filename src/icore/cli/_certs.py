@@ -15,7 +15,8 @@ from icore.cli.inputs import (
 )
 from icore.net import TeamManifest, TeamManifestError, init_team_certs
 
-certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args_is_help=True)
+certs_app = typer.Typer(help="Team certificates for authenticated TCP.", no_args_is_help=True,
+                        rich_markup_mode="markdown")
 
 
 @certs_app.command("init")
