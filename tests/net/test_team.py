@@ -359,12 +359,15 @@ def test_cli_serve_port_out_of_range_is_a_usage_error(tmp_path: Path, port: str)
 @pytest.mark.parametrize("port", ["0", "65535"])
 def test_cli_serve_port_bounds_are_accepted(tmp_path: Path, port: str) -> None:
     """0 (ephemeral) and 65535 pass the option check: the command goes on to look up
-    the agent (unknown here: exit 1 naming it, not a usage error about --port)."""
+    the agent (unknown here: exit 2 naming it and the manifest's agents, as a bad
+    manifest; not an error about --port; QA qa-new13b: it was exit 1)."""
     manifest = _write_team(tmp_path, 1)
     res = CliRunner().invoke(app, ["serve", str(manifest), "--agent", "nosuch", "--port",
                                    port], env={"COLUMNS": "200"})
-    assert res.exit_code == 1, res.output
-    assert "nosuch" in res.output and "--port" not in res.output
+    assert res.exit_code == 2, res.output
+    assert "'nosuch' is not an agent" in res.output and "--port" not in res.output
+    assert "its agents: a0" in res.output
+    assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.timeout(30)

@@ -40,7 +40,8 @@ def serve(
     With --agent, prints one JSON ready line on stdout and runs until SIGTERM/SIGINT.
     With --all, starts every agent, prints their addresses, and stops them all cleanly
     on Ctrl-C or SIGTERM. --port overrides one agent's port, so it is a usage error
-    (exit 2) together with --all: the manifest gives each agent its own port.
+    (exit 2) together with --all: the manifest gives each agent its own port. An --agent
+    the manifest does not name is a usage error too (exit 2, naming its agents).
     """
     if not isinstance(logging.getLevelName(log_level.upper()), int):
         raise typer.BadParameter("use DEBUG, INFO, WARNING, ERROR or CRITICAL",
@@ -55,6 +56,10 @@ def serve(
         raise typer.Exit(2) from exc
     if agent is not None and not agent.strip():
         raise typer.BadParameter("an empty agent id names no agent", param_hint="--agent")
+    if agent is not None and agent not in m.agent_ids:  # a usage error, as a bad manifest
+        typer.echo(f"error: --agent {agent!r} is not an agent of {manifest} (its agents: "
+                   f"{', '.join(m.agent_ids)})", err=True)
+        raise typer.Exit(2)
     if all_agents == (agent is not None):
         typer.echo("error: give exactly one of --agent ID or --all", err=True)
         raise typer.Exit(2)
