@@ -110,6 +110,12 @@ def test_agent_execute_asks_before_running_and_binds_the_basis() -> None:
     ok = agent.execute("ship", lambda city: city, {"city": "Berlin"}, depends_on={ORDER},
                        approve=approve)
     assert ok.executed and asked[0].basis == ((ORDER, rec.id),)
+    # the human is shown the value of each version the call was planned from (QA
+    # qa-new13b), and the request's id still binds only action, arguments and record ids
+    assert asked[0].values == ((ORDER, {"city": "Berlin"}),)
+    assert asked[0].payload()["planfence.approval"]["basis"] == [  # type: ignore[index]
+        {"key": ORDER, "id": rec.id, "value": {"city": "Berlin"}}]
+    assert asked[0].id == ApprovalRequest.of("ship", {"city": "Berlin"}, {ORDER: rec.id}).id
     assert agent.approval_request(ok).id == asked[0].id
     no = agent.execute("ship", lambda city: city, {"city": "Paris"}, depends_on={ORDER},
                        approve=approve)

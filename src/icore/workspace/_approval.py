@@ -46,12 +46,16 @@ class ApprovalRequest:
         basis: ``(key, record id)`` of every version the call derives from (the action
             record's parents), sorted by key.
         id: sha256 hex of ``{action, args, basis}`` in canonical JSON.
+        values: ``(key, value)`` of every version of ``basis`` whose record was given
+            (sorted by key): what the human is shown the call was planned from. Not part
+            of ``id`` (the record ids already bind the values).
     """
 
     action: str
     args: Mapping[str, JSONValue]
     basis: tuple[tuple[str, RecordId], ...]
     id: str
+    values: tuple[tuple[str, JSONValue], ...] = ()
 
     @classmethod
     def of(cls, action: str, args: Mapping[str, Any],
@@ -62,18 +66,29 @@ class ApprovalRequest:
             MalformedRecord: an argument is not JSON (normalise it first).
         """
         canon = canonical_args(args)
-        pairs = (sorted(basis.items()) if isinstance(basis, Mapping)
-                 else sorted((r.key, r.id) for r in basis))
+        if isinstance(basis, Mapping):
+            pairs, values = sorted(basis.items()), []
+        else:
+            pairs = sorted((r.key, r.id) for r in basis)
+            values = sorted(((r.key, r.content) for r in basis if r.has_content),
+                            key=lambda kv: kv[0])
         body: JSONValue = {"action": action, "args": canon,
                            "basis": [[k, rid] for k, rid in pairs]}
         digest = hashlib.sha256(canonical_json(body)).hexdigest()
-        return cls(action, canon, tuple(pairs), digest)
+        return cls(action, canon, tuple(pairs), digest, tuple(values))
 
     def payload(self) -> dict[str, JSONValue]:
-        """What to show the human: ``{"planfence.approval": {id, action, args, basis}}``."""
+        """What to show the human: ``{"planfence.approval": {id, action, args, basis}}``.
+
+        Each ``basis`` item is ``{"key", "id"}``, with ``"value"`` (the version's value)
+        when the request was made from records (QA qa-new13b: a human shown only record
+        ids cannot judge what the call was planned from).
+        """
+        shown = dict(self.values)
         return {APPROVAL_FIELD: {
             "id": self.id, "action": self.action, "args": dict(self.args),
-            "basis": [{"key": k, "id": rid} for k, rid in self.basis]}}
+            "basis": [{"key": k, "id": rid, **({"value": shown[k]} if k in shown else {})}
+                      for k, rid in self.basis]}}
 
     def approve(self) -> dict[str, JSONValue]:
         """The answer that approves exactly this request.
