@@ -53,6 +53,7 @@ from icore.mcp._gateway_paths import checked_paths
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace
+from icore.mcp._shared_writes import share_claims
 from icore.mcp._trace_claim import TraceTaken, claim_trace
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_failed import UpstreamError
@@ -203,6 +204,7 @@ class Gateway:
             with anyio.CancelScope(shield=True):
                 await self.facts.stop_serving()
             self.facts.close()
+        self._calls.claims.close()
         if self.otel is not None:
             self.otel.flush()
             self.otel.shutdown()
@@ -252,6 +254,7 @@ class Gateway:
                               "path") from None
             raise GatewayError(f"cannot open the {backend} store: {exc}",
                                path="store") from None
+        self._calls.claims.shared = share_claims(m, self.trace)  # QA qa-new13c S1
         for owner, port in ports.items():
             self.trace.note("gateway", f"serving owner {owner} on port {port}", owner=owner,
                             port=port)
