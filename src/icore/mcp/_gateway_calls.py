@@ -179,9 +179,9 @@ class _ToolCalls:
         # a client that goes away mid-call (a dropped connection, a cancel) does not cut
         # the call short: it runs to its end (each upstream request is bounded by its
         # timeout) and is recorded, so the trace holds every call the upstream saw
-        # a protected call first waits for the calls in flight writing its facts: not
-        # shielded, so a call its client cancels meanwhile is never sent (QA qa-re7 N2)
-        # (and of other gateways sharing its claims: QA qa-new13c S1)
+        # a protected call first waits for the calls in flight writing its facts (other
+        # gateways' too, QA qa-new13c S1): not shielded, so a call its client cancels
+        # meanwhile is never sent (QA qa-re7 N2)
         claim = None
         if spec is not None:
             try:
@@ -196,8 +196,7 @@ class _ToolCalls:
             try:
                 return await self._run(ctx, view, name, args, spec, task, route, params, ex)
             finally:
-                if claim is not None:
-                    await self.claims.leave(claim)
+                await self.claims.leave(claim)
 
     async def _run(self, ctx: Any, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,

@@ -262,11 +262,13 @@ class Claims:
         if self.shared is not None:
             self.shared.close()
 
-    async def leave(self, claim: tuple[int | None, int | None]) -> None:
-        """End a claim of :meth:`enter`.
+    async def leave(self, claim: tuple[int | None, int | None] | None) -> None:
+        """End a claim of :meth:`enter` (None: nothing was claimed).
 
         The shared one first: this gateway's waiters then find the shared table free of it.
         """
+        if claim is None:
+            return
         if self.shared is not None:
             await self.shared.leave(claim[1])
         self.local.leave(claim[0])
