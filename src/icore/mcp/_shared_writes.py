@@ -191,17 +191,21 @@ class SharedWrites:
             os.close(fd)
 
     async def leave(self, claim: int | None) -> None:
-        """End a claim of :meth:`enter` (shielded).
+        """End a claim of :meth:`enter` (call it shielded from cancellation).
 
-        A failure is logged: the claim then stays until this gateway ends, and the
-        overlapping calls of other gateways wait until then.
+        A failure (the claims busy past 10 s, three times) is logged: the claim then stays
+        until this gateway ends, and the overlapping calls wait until then.
         """
-        if claim is None or self._con is None:
-            return
-        try:
-            self._con.execute("DELETE FROM claims WHERE id = ?", (claim,))
-        except sqlite3.Error as exc:
-            log.error("write claim %s of %s not released: %s", claim, self.db, exc)
+        for attempt in range(3):
+            if claim is None or self._con is None:
+                return
+            try:
+                self._con.execute("DELETE FROM claims WHERE id = ?", (claim,))
+                return
+            except sqlite3.Error as exc:
+                log.error("write claim %s of %s not released (attempt %d): %s", claim,
+                          self.db, attempt + 1, exc)
+            await anyio.sleep(_POLL_S[1])
 
     def close(self) -> None:
         """Remove this gateway's claims and its lock file (idempotent)."""
