@@ -38,8 +38,9 @@ def stock(sku: str) -> str:
 
 @mcp.tool()
 async def purge_sku(sku: str, reason: str = "cleanup", meet: int = 0,
-                    hold: float = 0) -> str:
-    """DESTRUCTIVE: set the stock of sku to 0 (``hold``: seconds in flight first)."""
+                    hold: float = 0, until: str = "") -> str:
+    """DESTRUCTIVE: set the stock of sku to 0 (``hold``: seconds in flight first;
+    ``until``: a file whose creation ends the hold, waited for up to 20 s)."""
     _log(event="start", sku=sku)
     met = not meet
     with anyio.move_on_after(10):
@@ -47,6 +48,9 @@ async def purge_sku(sku: str, reason: str = "cleanup", meet: int = 0,
             met = _starts() >= meet
             await anyio.sleep(0.02)
     await anyio.sleep(hold)
+    with anyio.move_on_after(20):
+        while until and not Path(until).exists():
+            await anyio.sleep(0.02)
     st = json.loads(STATE.read_text(encoding="utf-8"))
     n, st["stock"][sku] = st["stock"][sku], 0
     STATE.write_text(json.dumps(st), encoding="utf-8")

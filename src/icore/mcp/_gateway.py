@@ -54,6 +54,7 @@ from icore.mcp._gateway_progress import ProgressRelay
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
 from icore.mcp._session_log import GatewayTrace
+from icore.mcp._shared_writes import share_claims
 from icore.mcp._trace_claim import TraceTaken, claim_trace
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_failed import UpstreamError
@@ -206,6 +207,7 @@ class Gateway:
             with anyio.CancelScope(shield=True):
                 await self.facts.stop_serving()
             self.facts.close()
+        self._calls.claims.close()
         if self.otel is not None:
             self.otel.flush()
             self.otel.shutdown()
@@ -237,24 +239,13 @@ class Gateway:
             owners[uri] = r.upstream
         owners.update(m.owners)
         owners.update(m.facts.owners)
-        backend = m.store.backend
-        path = m.resolve(m.store.path) if m.store.path else None
-        remote = m.store.endpoints() if backend == "owner-service" else None
-        certs = m.resolve(m.store.certs_dir) if m.store.certs_dir else None
+        self.facts = _fact_book(m, owners)
         try:
-            self.facts = FactBook(owners, backend=backend, path=path,
-                                  gate_timeout_s=m.gate_timeout_s, remote=remote,
-                                  identity=m.store.identity, certs_dir=certs,
-                                  serve=m.store.served(), servers=m.store.servers,
-                                  prefix=m.store.prefix)
             ports = await self.facts.start_serving()
         except (IcoreError, OSError) as exc:
-            if isinstance(exc, StoreError) and backend == "sqlite" and \
-                    exc.message.startswith("not an icore store"):  # a user's own database
-                raise m.error(f"{exc.fields.get('path', path)}: {exc.message}", "store",
-                              "path") from None
-            raise GatewayError(f"cannot open the {backend} store: {exc}",
+            raise GatewayError(f"cannot open the {m.store.backend} store: {exc}",
                                path="store") from None
+        self._calls.claims.shared = share_claims(m, self.trace)  # QA qa-new13c S1
         for owner, port in ports.items():
             self.trace.note("gateway", f"serving owner {owner} on port {port}", owner=owner,
                             port=port)
@@ -477,6 +468,31 @@ class Gateway:
         """
         return await self._resources.fetch(uri, source)
 
+
+
+def _fact_book(m: GatewayManifest, owners: Mapping[str, str]) -> FactBook:
+    """The owners' stores of ``m`` (``store:``) for the facts ``owners`` names.
+
+    Raises:
+        GatewayManifestError: ``store.path`` holds a database that is not an icore store
+            (a user's own: never touched), naming ``store.path``.
+        GatewayError: the store cannot be opened (naming ``store``).
+    """
+    backend = m.store.backend
+    path = m.resolve(m.store.path) if m.store.path else None
+    remote = m.store.endpoints() if backend == "owner-service" else None
+    certs = m.resolve(m.store.certs_dir) if m.store.certs_dir else None
+    try:
+        return FactBook(owners, backend=backend, path=path, gate_timeout_s=m.gate_timeout_s,
+                        remote=remote, identity=m.store.identity, certs_dir=certs,
+                        serve=m.store.served(), servers=m.store.servers,
+                        prefix=m.store.prefix)
+    except (IcoreError, OSError) as exc:
+        if isinstance(exc, StoreError) and backend == "sqlite" and \
+                exc.message.startswith("not an icore store"):  # a user's own database
+            raise m.error(f"{exc.fields.get('path', path)}: {exc.message}", "store",
+                          "path") from None
+        raise GatewayError(f"cannot open the {backend} store: {exc}", path="store") from None
 
 
 async def _templates(u: Upstream) -> list[Any]:

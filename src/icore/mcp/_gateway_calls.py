@@ -21,7 +21,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,7 +42,7 @@ from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_asks import CLIENT_GONE, Asks, Caller
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
-from icore.mcp._gateway_inflight import InFlight, call_patterns
+from icore.mcp._gateway_inflight import call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
 from icore.mcp._gateway_progress import ProgressRelay
 from icore.mcp._gateway_read_tool import (
@@ -58,6 +58,7 @@ from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._replans import Replans
 from icore.mcp._session_log import GatewayTrace
+from icore.mcp._shared_writes import Claims, WriterGone
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_answer import garbage_text, upstream_refused
 from icore.mcp._upstream_failed import MAY_HAVE_RUN, UpstreamError
@@ -119,7 +120,7 @@ class _ToolCalls:
                              for n, t in host.manifest.tools.items() if not t.globs}
         self._tasks = itertools.count(1)
         self._replans = Replans()
-        self._inflight = InFlight()  # protected calls' writes: D(a) overlapping waits
+        self.claims = Claims(None)  # protected calls' writes (shared: set at start)
         self._wrote: dict[str, tuple[Any, str, str]] = {}
         """URI -> (record, session, tool) of the version a protected call's write made."""
 
@@ -180,15 +181,24 @@ class _ToolCalls:
         # a client that goes away mid-call (a dropped connection, a cancel) does not cut
         # the call short: it runs to its end (each upstream request is bounded by its
         # timeout) and is recorded, so the trace holds every call the upstream saw
-        # a protected call first waits for the calls in flight writing its facts: not
-        # shielded, so a call its client cancels meanwhile is never sent (QA qa-re7 N2)
-        claim = None if spec is None else await self._inflight.enter(
-            *call_patterns(spec.depends_on, spec.writes, self.args.with_defaults(name, args)))
+        # a protected call first waits for the calls in flight writing its facts (other
+        # gateways' too, QA qa-new13c S1): not shielded, so a call its client cancels
+        # meanwhile is never sent (QA qa-re7 N2)
+        claim = None
+        if spec is not None:
+            try:
+                claim = await self.claims.enter(*call_patterns(
+                    spec.depends_on, spec.writes, self.args.with_defaults(name, args)),
+                    waiting=_waits(self.gw.trace, view.sid, name))
+            except WriterGone as exc:
+                return self._refuse(view, name, args, task, "write_unknown",
+                                    list(spec.depends_on), detail="a gateway that died was "
+                                    f"writing {', '.join(exc.keys)}", extra={"keys": exc.keys})
         with anyio.CancelScope(shield=True):
             try:
                 return await self._run(ctx, view, name, args, spec, task, route, params, ex)
             finally:
-                self._inflight.leave(claim)
+                await self.claims.leave(claim)
 
     async def _run(self, ctx: Any, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,
@@ -508,6 +518,12 @@ def _entry_of(m: GatewayManifest, spec: ToolSpec, name: str, args: Mapping[str, 
             at = f", line {line}" if line is not None else ""
             return f"D(a) entry {pat!r} (tools.{name}.depends_on.{i}{at})"
     return f"tools.{name}.depends_on"
+
+
+def _waits(trace: GatewayTrace, sid: str, name: str) -> Callable[[list[str]], None]:
+    """The trace note of a call that waits for other gateways' calls writing ``keys``."""
+    return lambda keys: trace.note(sid, f"{name} waits for another gateway's call writing "
+                                   f"{', '.join(keys)}", tool=name, keys=keys)
 
 
 def _no_answer(trace: GatewayTrace, sid: str, name: str, args: Mapping[str, Any], task: str,

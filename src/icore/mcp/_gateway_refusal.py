@@ -53,6 +53,10 @@ HINT = {
     "manifest (a configuration error); do not retry",
     "gateway_stopping": "the gateway is stopping, so this call was not run (nothing was "
     "sent upstream)",
+    "write_unknown": "another gateway sharing this gateway's write claims stopped while "
+    "a call of it that writes facts this call depends on was in flight, so that write's "
+    "outcome is unknown and this call was not made (fail closed). Read the facts this "
+    "call depends on again (named in Detail), plan from them and call again",
     "not_owner": "only a fact's owner writes it (planfence's owner rule), and this "
     "session does not speak for the owner. Do not retry; the operator can allow it (see "
     "Detail)",
