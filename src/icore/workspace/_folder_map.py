@@ -37,6 +37,7 @@ from pathlib import Path
 from icore.errors import StoreError
 from icore.memory import OwnershipMap
 from icore.workspace._errors import WorkspaceError
+from icore.workspace._keys import _tokens
 
 RECORD_NAME = "ownership.sqlite"
 """File name of a folder's ownership record (owner files end in ``.db``: no clash)."""
@@ -57,32 +58,19 @@ def samples(pattern: str) -> list[str]:
     ``*`` is taken as nothing and as ``0``, ``?`` as ``0``, a class as one of its
     characters; a key the pattern does not match (an unusual class) is dropped.
     """
-    out = []
+    out: list[str] = []
     for star in ("", "0"):
-        key, i = [], 0
-        while i < len(pattern):
-            c = pattern[i]
-            if c == "*":
+        key = []
+        for tok in _tokens(pattern):
+            if tok == "*":
                 key.append(star)
-            elif c == "?":
+            elif tok == "?":
                 key.append("0")
-            elif c == "[":
-                j = i + 1
-                if j < len(pattern) and pattern[j] == "!":
-                    j += 1
-                if j < len(pattern) and pattern[j] == "]":
-                    j += 1
-                end = pattern.find("]", j)
-                if end < 0:
-                    key.append("[")
-                else:
-                    cls = pattern[i:end + 1]
-                    key.append(next((ch for ch in "0a_A-.x" + cls if
-                                     fnmatch.fnmatchcase(ch, cls)), ""))
-                    i = end
+            elif len(tok) > 1:  # a class: one character it takes
+                key.append(next((ch for ch in "0a_A-.x" + tok
+                                 if fnmatch.fnmatchcase(ch, tok)), ""))
             else:
-                key.append(c)
-            i += 1
+                key.append(tok)
         got = "".join(key)
         if fnmatch.fnmatchcase(got, pattern) and got not in out:
             out.append(got)
