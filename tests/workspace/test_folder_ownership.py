@@ -306,3 +306,18 @@ def test_property_conflicting_maps_refused_consistent_maps_never(
                 assert not same_pattern
                 assert all(_use(w2, k) for k in KEYS if r2[k])
                 assert all(_use(w1, k) for k in KEYS if r1[k])
+
+
+def test_first_use_check_covers_a_fenced_calls_depends_on(tmp_path: Path) -> None:
+    """The first-use refusal also reaches a call's ``depends_on`` (``check_keys``): the
+    call never runs on a key another recorded map gives another owner."""
+    Workspace.sqlite({"a/*": "x", "a/b*": "y", "a/b": "x", "a/b0": "x"}, tmp_path).close()
+    ran: list[int] = []
+    with Workspace.sqlite({"a/*": "x"}, tmp_path) as ws:
+        with pytest.raises(WorkspaceError, match="different owners") as ei:
+            ws.check_keys({"a/b1"}, where="depends_on")
+        assert ei.value.fields["key"] == "a/b1"
+        with pytest.raises(WorkspaceError, match="different owners"):
+            ws.agent("desk").execute("act", lambda: ran.append(1), {},
+                                     depends_on={"a/b1"})
+    assert ran == []
