@@ -21,7 +21,13 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from icore._frozen import positional
-from icore.errors import HeadConflict, IcoreError, OwnershipError
+from icore.errors import (
+    HeadConflict,
+    IcoreError,
+    OwnershipError,
+    SequenceConflict,
+    SequenceError,
+)
 from icore.memory import CommitOp, HeadEntry, Store
 from icore.net._protocol import (
     Ack,
@@ -86,6 +92,9 @@ class OwnerHandler:
         if isinstance(exc, HeadConflict):  # the client rebuilds the typed conflict
             fields = {k: str(exc.fields[k]) for k in ("key", "expected", "current")
                       if exc.fields.get(k) is not None}
+        elif isinstance(exc, SequenceError | SequenceConflict):  # a remote writer of this
+            last = exc.fields.get("last_seq", exc.fields.get("seq"))  # owner resends (#28)
+            fields = {"last_seq": str(last)} if isinstance(last, int) else {}
         return ErrorReply(msg.rid, str(exc.code), str(exc)[:4096], fields)
 
     def handle_commits(self, items: Sequence[tuple[Commit, str]], *,

@@ -75,15 +75,18 @@ def raise_for_error(reply: Message, *, owner: str) -> None:
     Raises:
         HeadConflict: the owner refused a commit whose base is not its current head (the
             same typed, retryable error a local store raises; ``owner`` is added).
-        RemoteError: any other refusal (``remote_code`` names it).
+        RemoteError: any other refusal (``remote_code`` names it; a sequence refusal
+            also carries the owner's ``last_seq``, an int).
     """
     if isinstance(reply, ErrorReply) and reply.code == ErrorCode.HEAD_CONFLICT.value:
         raise HeadConflict(f"owner refused the commit: {reply.message}", owner=owner,
                            key=reply.fields.get("key"), expected=reply.fields.get("expected"),
                            current=reply.fields.get("current"), rid=reply.rid)
     if isinstance(reply, ErrorReply):
+        last = reply.fields.get("last_seq", "")  # a sequence refusal: the owner's last
+        extra = {"last_seq": int(last)} if last.isdigit() and len(last) < 20 else {}
         raise RemoteError(f"owner refused the request: {reply.message}", owner=owner,
-                          remote_code=reply.code, rid=reply.rid)
+                          remote_code=reply.code, rid=reply.rid, **extra)
 
 
 def to_head_reply(reply: Message, *, owner: str, keys: Sequence[str],

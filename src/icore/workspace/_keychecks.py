@@ -13,6 +13,7 @@ from typing import Any
 from icore.memory import OwnershipMap, OwnerUnavailable, Store
 from icore.records import Record
 from icore.workspace._errors import FactNotWritten, WorkspaceError
+from icore.workspace._folder_map import FolderOwnership
 from icore.workspace._keys import (
     arg_fault,
     declare_fix,
@@ -28,6 +29,8 @@ class KeyChecks:
 
     ownership: OwnershipMap
     stores: dict[str, Store]
+    folder_record: FolderOwnership | None = None
+    """The maps a :meth:`Workspace.sqlite` folder was opened with (#28); None elsewhere."""
 
     def head(self, key: str) -> Record | None:
         """The owner's current version of ``key`` (see :meth:`Workspace.head`)."""
@@ -39,7 +42,8 @@ class KeyChecks:
         Raises:
             WorkspaceError: ``key`` is not a str, is empty or a pattern (:func:`fact_key`),
                 or no owner is declared for it (the fix names the closest declared key
-                when there is one).
+                when there is one), or another process opened this workspace's SQLite
+                folder with a map routing ``key`` to another owner (#28).
         """
         key = fact_key(key)
         owner = self.ownership.owner_of(key)
@@ -47,6 +51,8 @@ class KeyChecks:
             near = suggest_key(key, self.ownership)
             raise WorkspaceError("no owner is declared for this fact", key=key,
                                  fix=f"did you mean {near!r}?" if near else declare_fix(key))
+        if self.folder_record is not None:
+            self.folder_record.check(key, owner)
         return owner
 
     def written_keys(self) -> list[str]:
@@ -87,7 +93,7 @@ class KeyChecks:
                 of non-empty strings (the fix is the key as text), a key is a glob
                 pattern (``day/*``: a call depends on facts, not patterns), or a key has
                 no declared owner (the fix names the closest declared key when there is
-                one).
+                one) or, in a SQLite folder, another owner in a map recorded there (#28).
         """
         if isinstance(keys, str | bytes):
             raise WorkspaceError(f"{where} must be a collection of keys, not a str",
@@ -122,6 +128,9 @@ class KeyChecks:
             fix = f"did you mean {near!r}?" if near else declare_fix(first)
             raise WorkspaceError(f"{where} names facts no owner is declared for",
                                  keys=list(unowned), fix=fix)
+        if self.folder_record is not None:
+            for k in sorted(out):
+                self.folder_record.check(k, self.ownership.require_owner(k))
         if not out:
             raise WorkspaceError(f"{where} is empty", fix=f"{where}={{'<key>'}}")
         return out

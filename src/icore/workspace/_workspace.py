@@ -44,6 +44,7 @@ from icore.records import (
 )
 from icore.workspace._agent import Agent
 from icore.workspace._errors import WorkspaceError
+from icore.workspace._folder_map import FolderOwnership
 from icore.workspace._keychecks import KeyChecks
 from icore.workspace._keys import (
     MISSING,
@@ -54,6 +55,7 @@ from icore.workspace._keys import (
     suggest_key,
     unstorable,
 )
+from icore.workspace._remote_writes import RemoteWrites, new_version, not_writable
 
 FACT_TYPE = "fact"
 """Record type of the versions :meth:`Workspace.put` / :meth:`Workspace.update` write."""
@@ -200,6 +202,7 @@ class Workspace(KeyChecks):
         self._agents: dict[str, Agent] = {}
         self._lock = threading.Lock()
         self._closing = list(closing)
+        self.remote_writes: RemoteWrites | None = None
 
     # -- construction helpers ---------------------------------------------------------
     @classmethod
@@ -218,7 +221,11 @@ class Workspace(KeyChecks):
             WorkspaceError: as for the constructor (which refuses an owner name that is
                 not a safe file name, :data:`~icore.workspace._keys.OWNER_NAME`, for every
                 store: ``../x`` or ``a/b`` would put its database outside the folder);
-                ``directory`` is neither a str nor a path (e.g. None) or is empty.
+                ``directory`` is neither a str nor a path (e.g. None) or is empty; the
+                folder was opened with a map naming another owner for one of ``facts``'
+                keys or patterns (its record ``ownership.sqlite``, docs/workspace.md
+                "One folder, one map"; keys only an overlap reaches are refused at
+                their first use).
         """
         if not isinstance(directory, str | os.PathLike) or not str(directory):
             raise WorkspaceError(
@@ -227,10 +234,13 @@ class Workspace(KeyChecks):
                 fix="Workspace.sqlite(facts, 'data/owners')")
         probe = cls(facts, stores={}, remote=_NoOwners())
         folder = Path(directory)
+        record = FolderOwnership(folder, probe.ownership)  # before any owner file (#28)
         stores: dict[str, Store] = {
             o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)
             for o in sorted(probe.ownership.owners())}
-        return cls(probe.ownership, stores=stores, closing=stores.values())
+        ws = cls(probe.ownership, stores=stores, closing=stores.values())
+        ws.folder_record = record
+        return ws
 
     @classmethod
     def over_tcp(cls, facts: Mapping[str, str] | OwnershipMap, *, identity: str,
@@ -246,13 +256,19 @@ class Workspace(KeyChecks):
             certs_dir: the team's certificate folder (``init_team_certs``).
             stores: the owners hosted in this process, if any.
             timeout_s: per-owner RPC timeout, in seconds.
+
+        The facts of the owner ``identity`` names, when no store of it is hosted here,
+        are written at its owner service (``icore serve``) over this connection (#28):
+        the service applies every owner rule; other owners' facts stay refused.
         """
         from icore.net import SyncOwnerClient, client_context
 
         client = SyncOwnerClient(addresses, identity=identity,
                                  ssl_context=client_context(certs_dir, identity))
-        return cls(facts, stores=stores or {}, remote=client, timeout_s=timeout_s,
-                   closing=[client])
+        ws = cls(facts, stores=stores or {}, remote=client, timeout_s=timeout_s,
+                 closing=[client])
+        ws.remote_writes = RemoteWrites(client, identity, timeout_s)
+        return ws
 
     def close(self) -> None:
         """Close what this workspace opened (SQLite files, a TCP client). Idempotent."""
@@ -266,7 +282,8 @@ class Workspace(KeyChecks):
         self.close()
 
     # -- facts (owner_of, check_keys, check_written, not_written: KeyChecks) ------------
-    def _store_for_write(self, key: str, by: str | None) -> tuple[str, Store]:
+    def _store_for_write(self, key: str, by: str | None
+                         ) -> tuple[str, Store | RemoteWrites]:
         owner = self.owner_of(key)
         if by is not None and not isinstance(by, str):
             raise WorkspaceError("by= names the writing agent (a str)", key=key,
@@ -276,8 +293,10 @@ class Workspace(KeyChecks):
                                  "agent)", key=key, owner=owner, writer=by)
         store = self.stores.get(owner)
         if store is None:
-            raise WorkspaceError("the fact's owner is hosted in another process; it "
-                                 "writes the fact there", key=key, owner=owner)
+            rw = self.remote_writes
+            if rw is not None and rw.identity == owner:
+                return owner, rw  # committed at its owner service, by its identity (#28)
+            raise not_writable(key, owner, rw)
         return owner, store
 
     def head(self, key: str) -> Record | None:
@@ -341,7 +360,8 @@ class Workspace(KeyChecks):
 
         Raises:
             WorkspaceError: ``key`` is not a fact key, no owner is declared, ``by`` is not
-                the owner, the owner is hosted elsewhere, ``expected`` is neither None
+                the owner, the owner is hosted elsewhere and this process does not hold
+                its identity (``over_tcp(identity=)``), ``expected`` is neither None
                 nor a record id, ``inputs`` is not a sequence of records or ``type`` not
                 a non-empty str.
             HeadConflict: the head is not ``expected`` (another writer moved it, or wrote
@@ -355,22 +375,11 @@ class Workspace(KeyChecks):
                 "expected= is the id of the head this version replaces", key=key,
                 got=repr(expected)[:80],
                 fix=f"expected=ws.head({key!r}).id, or None for a fact not written yet")
-        # the version it replaces is the owner's chain link (``supersedes``), never an
-        # input: one lineage rule (records/_lineage.py, #30)
-        try:  # validates value (depth, JSON)
-            rec = Record.create(key=key, owner=owner, seq=store.next_seq(owner),
-                                content=value, parents=[r.id for r in inputs],
-                                type=type, supersedes=expected)
-        except MalformedRecord as exc:  # named as the caller passed it: the value
-            if exc.fields.get("field") != "content":
-                raise
-            if "size" in exc.fields:  # a JSON value, too large to record
-                raise MalformedRecord(f"the value is {exc.message}", key=key, field="value",
-                                      size=exc.fields["size"],
-                                      limit=exc.fields["limit"]) from None
-            raise MalformedRecord(f"the value is no JSON value: {exc.message}", key=key,
-                                  field="value") from None
-        rec = dataclasses.replace(rec, content=detached(value))  # the caller keeps its own
+        if isinstance(store, RemoteWrites):  # this identity's owner service (#28)
+            return store.commit_value(key, value, expected=expected, inputs=inputs,
+                                      type=type)
+        rec = new_version(key, owner, store.next_seq(owner), value, inputs=inputs,
+                          type=type, expected=expected)
         if not store.commit(rec, writer=owner, expected_head=expected).created:
             # another writer committed this very version (same base, value and owner
             # sequence) first: that write was its, and this one would be lost
