@@ -21,7 +21,7 @@ from icore.adapters import (
     counted_as,
 )
 from icore.attribution import Attribution
-from icore.report import flag_views, report_filename, trace_lineage
+from icore.report import LineageView, flag_views, lineage_views, report_filename
 
 FAIL_ON = ("hard-flags", "unsound", "invalid", "unknown", "not-ended")
 """``--fail-on`` conditions: a hard flag in any run; a run whose final snd < 1 (some
@@ -110,8 +110,12 @@ def call_fields(agent: str | None, record: str | None, args: str | None,
     return out
 
 
-def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
+def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
+             views: tuple[LineageView, ...] | None = None) -> dict[str, Any]:
     """One run's entry of ``--json``.
+
+    ``views``: :func:`icore.report.lineage_views` of ``r`` when the caller built them
+    already (for the report); None: built here, from the run's one lineage build.
 
     ``lineage`` lists every protected action (``action``: its task in the trace,
     ``tool``: the tool it called) with its status (the gate's lineage
@@ -147,7 +151,7 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
                 **({"resent_unchanged": list(lv.resent_unchanged)}
                    if lv.resent_unchanged else {}),
                 **call_fields(lv.caller, lv.action, lv.args, lv.branch)}
-               for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
+               for lv in (views if views is not None else lineage_views(r))]
     return {
         "id": r.trace.id, "file": r.trace.file,
         "report": str(out / report_filename(r.trace.id)) if out is not None else None,
