@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from icore.adapters._answer_twins import Twins
 from icore.adapters._call_identity import made_by
 from icore.adapters._lineage_index import RecordIndex
 from icore.adapters._lineage_types import (
@@ -311,11 +312,10 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
             taken.add(at)
             out[at] = replace(out[at], human_step=ans.step, human_during=ans.during,
                               human=APPROVED if ans.approved else REJECTED_BY_HUMAN)
+        twins = Twins(exact)  # indexed: each thought finds its twin at once (#29)
         for ans in (x for x in answers if x.task not in named):
-            twin = next((x for x in exact if (x.tool, x.approved) == (ans.tool, ans.approved)
-                         and (None in (x.args, ans.args) or x.args == ans.args)), None)
+            twin = twins.take(ans)
             if twin is not None:  # the same answer, also written as a thought
-                exact.remove(twin)
                 at = named[str(twin.task)]
                 out[at] = replace(out[at], human_step=min(ans.step, twin.step))
                 continue
