@@ -452,19 +452,13 @@ class RunRecorder:
 
     # ------------------------------------------------------------------ outputs
     def header(self) -> dict[str, Any]:
-        """The ``{"run": {...}}`` header line, with the writer marker and its digest.
-
-        ``run.icore`` says what this writer digests and chains (every decision,
-        human-answer / tool-outcome and record line; each end line sealed), so the audit
-        reads a line without its digest as stripped (:mod:`icore._writer_mark`, #29).
-        """
+        """The ``{"run": {...}}`` header line, with the writer marker (#29)."""
         with self._lock:
             agents = dict(self.agents)
         given = {"question": self.question or None, "orchestrator": self.orchestrator or None,
                  "ground_truth": self.ground_truth, "succeeded": self.succeeded}
-        return marked_header({"id": self.run_id, "agents": agents,
-                              **{k: v for k, v in given.items() if v is not None}},
-                             self.writer)
+        return marked_header({"id": self.run_id, "agents": agents, **{
+            k: v for k, v in given.items() if v is not None}}, self.writer)
 
     def jsonl(self, *, after: Sequence[Mapping[str, Any]] = ()) -> str:
         """The run in the generic JSONL format.
