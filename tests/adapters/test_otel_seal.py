@@ -24,12 +24,9 @@ from typer.testing import CliRunner
 
 from icore.adapters import OtelExporter, make_provider, otlp_json
 from icore.cli import app
-from icore.fence import DecisionLog, Fence, ProtectedTool, bind_action
-from icore.memory import LocalOwners, MemoryStore
-from icore.records import Record, derive
 
 from .test_otel import _live, _write
-from .test_otel_approvals import OM, _run
+from .test_otel_approvals import _run
 from .test_otel_chain import _attrs, _spans
 
 
@@ -44,32 +41,8 @@ def _export(body: Any) -> dict[str, Any]:
 
 
 def _root_calls(otel: OtelExporter, answers: Sequence[bool]) -> None:
-    """One protected ``book`` call per answer at the root (each its own trace), each put
-    to a human inside the call; a rejected call does not run."""
-    alice, planner, ex = (MemoryStore(OM, w) for w in ("alice", "planner", "executor"))
-    owners = LocalOwners({"alice": alice, "planner": planner})
-    a1 = Record.create(key="req/a", owner="alice", seq=alice.next_seq(), content="A1",
-                       type="requirement")
-    alice.commit(a1, writer="alice")
-    ex.install(a1)
-    fence = Fence.for_store(ex, owners, log=otel.fence_log(DecisionLog()))
-    for n, yes in enumerate(answers, 1):
-        p = derive(key=f"plan/{n}", owner="planner", seq=planner.next_seq(),
-                   content=bind_action("book", {"dest": "A1"}), inputs=[a1])
-        planner.commit(p, writer="planner")
-        ex.install(p)
-
-        def book(dest: str, yes: bool = yes) -> str:
-            otel.human_answer("book", yes, args={"dest": dest})
-            if not yes:
-                raise PermissionError("a human said no")
-            return f"booked {dest}"
-
-        try:
-            otel.protect(fence, ProtectedTool(book, depends_on={"req/a"}, name="book"),
-                         roots=[p.id], args={"dest": "A1"})
-        except PermissionError:
-            pass
+    """One protected call per answer at the root (each its own trace)."""
+    _run(otel, answers, root=True)
 
 
 def _audit(tmp_path: Path, doc: dict[str, Any], name: str
