@@ -201,7 +201,7 @@ def test_write_refuses_a_file_icore_did_not_write(tmp_path: Path) -> None:
     link.symlink_to(notes)
     rec.write(link, overwrite=True)
     assert notes.read_text() == "mine\n" and not link.is_symlink()
-    assert link.read_text().startswith('{"run"')
+    assert "run" in json.loads(link.read_text().splitlines()[0])  # a trace's header
 
 
 def test_report_links_a_stale_call_to_its_replan_and_counts_it(tmp_path: Path) -> None:
