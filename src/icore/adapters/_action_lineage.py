@@ -191,7 +191,7 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     if isinstance(planfence, PlanfenceLog):
         lineages = _answered(lineages, planfence.edited_answers)
         if planfence.chain_broken is not None:
-            lineages = _all_invalid(lineages, planfence.chain_broken)
+            lineages = _all_invalid(lineages, planfence.chain_broken, records)
     return lineages
 
 
@@ -222,15 +222,31 @@ def _answered(lineages: tuple[ActionLineage, ...],
     return tuple(out)
 
 
-def _all_invalid(lineages: tuple[ActionLineage, ...], why: str) -> tuple[ActionLineage, ...]:
+def _all_invalid(lineages: tuple[ActionLineage, ...], why: str,
+                 records: Sequence[Mapping[str, Any]] = ()) -> tuple[ActionLineage, ...]:
     """Every action ``INVALID``: a writer's chain of digested lines is broken (#29).
 
     A deleted, moved, repeated or cut-off line may have concerned any action (a human's
     rejection, a call's failure, a decision): which one cannot be known, so no verdict
-    read off the trace is trusted (fail closed); ``why`` names the line.
+    read off the trace is trusted (fail closed); ``why`` names the line. An action
+    record of ``records`` no decision cites (its decisions deleted: QA qa-new13a S2) is
+    an action too, ``INVALID``, named ``<key>#<seq>``.
     """
-    return tuple(a if a.edited is not None else replace(
-        a, status="INVALID", edited=f"{why}; recorded as {a.counted}") for a in lineages)
+    out = [a if a.edited is not None else replace(
+        a, status="INVALID", edited=f"{why}; recorded as {a.counted}") for a in lineages]
+    cited = {str(r) for a in lineages for p in a.points for r in p.entry.roots}
+    for rec in records:
+        c = rec.get("content")
+        act = c.get(ACTION_FIELD) if isinstance(c, Mapping) else None
+        if str(rec.get("id")) in cited or not (rec.get("role") == "action"
+                                               or isinstance(act, Mapping)):
+            continue
+        name = f"{rec.get('key')}#{rec.get('seq')}"
+        tool = act.get("name") if isinstance(act, Mapping) else None
+        out.append(replace(lineage_of(name, f"{name} · {tool}" if isinstance(tool, str)
+                                      else name, [rec], [], status="INVALID"),
+                           edited=f"{why}; its gate decisions are not in the trace"))
+    return tuple(out)
 
 
 def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str],

@@ -415,7 +415,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
                                tuple(answers), edited, undigested, tuple(resent),
                                callers, lined, answered, broken, branches)
-        if records or planfence["decisions"] else None,
+        if records or planfence["decisions"] or broken else None,
         warnings=warnings,
     )
 

@@ -138,7 +138,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
     ``paused``: the run is paused, waiting for a human (no terminal marker, its last step
     a pause; every run has the key, #29). ``warnings``: the import's warnings, when any
     (a record or decision line that does not match its digest, gate activity with no
-    PlanFence line, ...).
+    PlanFence line, ...). ``chain_broken``: why, when a writer's chain of digested lines
+    breaks or the writer marker's promises do (every action ``INVALID``; ``--fail-on
+    invalid`` fails the run even when no action is left to count, QA qa-new13a S2).
     """
     tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
              for e in getattr(r.trace.planfence, "decisions", ())}
@@ -164,6 +166,8 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
         "actions": action_counts(lineage),
         "lineage": lineage,
         **({"warnings": list(r.trace.warnings)} if r.trace.warnings else {}),
+        **({"chain_broken": broken} if (broken := getattr(
+            r.trace.planfence, "chain_broken", None)) else {}),
     }
 
 
@@ -183,7 +187,8 @@ def failing(runs: list[dict[str, Any]], fails: frozenset[str],
             return bool(j["actions"].get(OUTCOME_UNKNOWN, 0) > 0)
         if cond == "not-ended":
             return j["id"] in not_ended
-        return any(lv["status"] == "INVALID" for lv in j["lineage"])
+        return bool(j.get("chain_broken")) or any(lv["status"] == "INVALID"
+                                                  for lv in j["lineage"])
 
     out = []
     for cond in FAIL_ON:
