@@ -27,6 +27,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from icore._writer_mark import mark_digest, writer_mark
+
 _DOMAIN = b"icore.chain.v1\n"
 CHAIN = "chain"
 """The key of a line's chain link."""
@@ -110,6 +112,16 @@ def is_end(line: Mapping[str, Any]) -> bool:
                                 or line.get("terminates") is True)
 
 
+def header_link(writer: str) -> str:
+    """The link of ``writer``'s marked header (:func:`icore._writer_mark.marked_header`).
+
+    The marker is the same for every icore writer but its id, so its header's link (its
+    chain's first) is known from the id alone: an appended writer's chain that opens at
+    ``seq`` 2 with it as ``prev`` is whole, and shows the writer's promises (#29).
+    """
+    return link(writer, 1, "", mark_digest(writer_mark(writer)))
+
+
 def _where(n: int | str) -> str:
     return n if isinstance(n, str) else f"line {n}"
 
@@ -132,6 +144,9 @@ class ChainCheck:
         self._loose: list[str] = []
         self._unchained: int | str | None = None  # the first digested line with no chain
         self._seals: list[tuple[int | str, Any]] = []
+        self.marked: set[str] = set()
+        """The writers whose chain opens with their writer marker's header
+        (:mod:`icore._writer_mark`): seen, or dropped as an appended writer's header is."""
 
     def line(self, n: int | str, c: Any, got: Any) -> None:
         """One line (``n``: its number or place) with its chain value and digest as read."""
@@ -151,6 +166,12 @@ class ChainCheck:
                                "an integer >= 1, prev: a string)")
             return
         had, last, at = self._state.get(w, (0, "", 0))
+        if not had and (seq, prev) == (2, header_link(w)):
+            # a marked writer appending to another's file leaves its header out (#29)
+            self.marked.add(w)
+            had, last = 1, prev
+        elif seq == 1 and got == mark_digest(writer_mark(w)):
+            self.marked.add(w)
         if w not in self._broken and (seq != had + 1 or prev != last):
             before = f" (its writer's previous one is {_where(at)})" if at else ""
             if seq <= had:
@@ -237,4 +258,4 @@ def chain_problems(links: Sequence[tuple[int | str, Any, Any]],
 
 
 __all__ = ["CHAIN", "CHAIN_END", "ChainCheck", "ChainWriter", "chain_lines",
-           "chain_problems", "is_end", "line_digest_of", "link"]
+           "chain_problems", "header_link", "is_end", "line_digest_of", "link"]

@@ -25,6 +25,8 @@ from icore.fence import DecisionEntry, DecisionFormatError
 from icore.integrations import FenceGuard, NoEffect, RunRecorder
 from icore.workspace import Workspace
 
+from .test_line_digest import _unmarked
+
 ORDER = "order/42"
 
 
@@ -139,7 +141,7 @@ def test_a_trace_without_digests_is_audited_as_before_with_a_note(tmp_path: Path
     would be a trace whose decision digests were stripped, round 8): the verdicts read as
     recorded (an edit there cannot be seen) and one note says so; nothing fails."""
     p = _recorded(tmp_path)
-    lines = _lines(p)
+    lines = _unmarked(_lines(p))  # no writer marker before it either
     for _, d in _decisions(lines):
         del d["digest"]
     for x in lines:  # as before #29: no digest on any line, and so no chain
@@ -242,8 +244,8 @@ def test_the_structured_field_is_read_before_the_text(tmp_path: Path) -> None:
         if flag is not None:
             d["may_have_run"] = flag
         d["digest"] = DecisionEntry.from_dict(d).digest()
-        for x in lines:  # a writer of its own (no chain: the recomputed digest is its)
-            x.pop("chain", None)
+        for x in _unmarked(lines):  # a writer of its own (no marker, no chain: the
+            x.pop("chain", None)  # recomputed digest is its)
             x.pop("chain_end", None)
         _write(p, lines)
         _, run, _ = _json_run(tmp_path, p)

@@ -7,6 +7,7 @@ thought, so the audit's lineage says "approved by a human" (or rejected) for the
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -48,9 +49,11 @@ def _write(spans: Sequence[ReadableSpan], path: Path) -> Path:
     return path
 
 
-def _run(otel: OtelExporter, answers: Sequence[bool]) -> None:
+def _run(otel: OtelExporter, answers: Sequence[bool], *, root: bool = False) -> None:
     """A planner's turn: one protected ``book`` call per answer, each put to a human
-    (the answer recorded inside the call's span); a rejected call does not run."""
+    (the answer recorded inside the call's span); a rejected call does not run.
+
+    ``root``: the calls are made at the root (no agent span: each its own trace)."""
     alice, planner, ex = (MemoryStore(OM, w) for w in ("alice", "planner", "executor"))
     owners = LocalOwners({"alice": alice, "planner": planner})
     a1 = Record.create(key="req/a", owner="alice", seq=alice.next_seq(), content="A1",
@@ -58,9 +61,10 @@ def _run(otel: OtelExporter, answers: Sequence[bool]) -> None:
     alice.commit(a1, writer="alice")
     ex.install(a1)
     fence = Fence.for_store(ex, owners, log=otel.fence_log(DecisionLog()))
-    with otel.tracer.start_as_current_span("invoke_agent planner", attributes={
-            "openinference.span.kind": "AGENT", "gen_ai.agent.name": "planner",
-            "input.value": "book A1"}):
+    with contextlib.nullcontext() if root else otel.tracer.start_as_current_span(
+            "invoke_agent planner", attributes={
+                "openinference.span.kind": "AGENT", "gen_ai.agent.name": "planner",
+                "input.value": "book A1"}):
         for n, yes in enumerate(answers, 1):
             p = derive(key=f"plan/{n}", owner="planner", seq=planner.next_seq(),
                        content=bind_action("book", {"dest": "A1"}), inputs=[a1])

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.adapters.test_line_digest import _lines, _recorded, _write
+from tests.adapters.test_line_digest import _lines, _recorded, _unmarked, _write
 
 _SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -54,22 +54,47 @@ def test_a_refusal_forged_valid_with_every_decision_digest_dropped_is_invalid(
     assert "carries no digest while the trace's human-answer / tool-outcome lines do" in out
 
 
-def test_event_lines_without_digests_beside_digested_decisions_are_only_noted(
-        tmp_path: Path) -> None:
-    lines = _lines(_recorded(tmp_path))
+def _strip_events(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The event lines' digests, every chain link and seal dropped; the decisions' kept."""
     for x in lines:
-        x.pop("digest", None)  # the events' digests gone, the decisions' kept
+        if "run" not in x:
+            x.pop("digest", None)
         x.pop("chain", None)  # a writer that digests its decisions alone chains nothing
         x.pop("chain_end", None)
+    return lines
+
+
+def test_event_lines_without_digests_beside_digested_decisions_are_only_noted(
+        tmp_path: Path) -> None:
+    """Without the writer marker (another writer, or icore before it): a note."""
+    lines = _unmarked(_strip_events(_lines(_recorded(tmp_path))))
     code, run, out = _audit(tmp_path, _write(tmp_path / "ev.jsonl", lines))
     assert code == 0, out
     assert _status(run) == {"ship-1": ("blocked", "rejected"), "ship-2": ("valid", None)}
     assert "human-answer / tool-outcome line(s) carry no digest" in out
 
 
+def test_a_rejection_edited_into_an_approval_with_event_digests_dropped_is_invalid(
+        tmp_path: Path) -> None:
+    """The header's writer marker promises every event line's digest: the edit is seen.
+
+    Before the marker this read as recorded: "approved by a human", exit 0 under
+    ``--fail-on invalid``.
+    """
+    lines = _strip_events(_lines(_recorded(tmp_path)))
+    (n, ans), = [(n, x) for n, x in enumerate(lines, 1) if x.get("answered_by") == "human"]
+    ans["decision"] = "approve"
+    code, run, out = _audit(tmp_path, _write(tmp_path / "approve.jsonl", lines))
+    assert code == 3, out
+    assert {st for st, _ in _status(run).values()} == {"INVALID"}
+    assert any(w.startswith(f"{tmp_path}/approve.jsonl: line {n} carries no digest")
+               and "writer marker promises" in w for w in run["warnings"]), run["warnings"]
+    assert not [w for w in run["warnings"] if "audited as recorded" in w]
+
+
 def test_a_trace_with_no_digest_at_all_is_still_read_as_recorded(tmp_path: Path) -> None:
-    lines = _lines(_recorded(tmp_path))
-    for x in lines:  # as before #29: no digest, and so no chain
+    lines = _unmarked(_lines(_recorded(tmp_path)))
+    for x in lines:  # as before #29: no marker, no digest, and so no chain
         x.pop("digest", None)
         x.get("planfence", {}).get("decision", {}).pop("digest", None)
         x.pop("chain", None)

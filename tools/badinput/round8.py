@@ -212,7 +212,16 @@ def _edits(lines: list[Any], rng: Any, n_fields: int) -> dict[str, tuple[str, bo
             y.get("planfence", {}).get("decision", {}).pop("digest", None)
         return y
     old = [strip(x) for x in lines]
-    out["mix/all-old"] = ("".join(_dump(x) + "\n" for x in old), True)
+
+    def before(x: Any) -> Any:  # as written before #29: no marker, digest or chain
+        y = strip(x)
+        if isinstance(y, dict):
+            y.pop("chain", None)
+            y.pop("chain_end", None)
+            if isinstance(y.get("run"), dict):
+                y["run"].pop("icore", None)
+        return y
+    out["mix/all-old"] = ("".join(_dump(before(x)) + "\n" for x in lines), True)
     out["mix/old-decisions-new-events"] = ("".join(
         _dump(strip(x) if "planfence" in x else x) + "\n" for x in lines), False)
     out["mix/new-decisions-old-events"] = ("".join(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from icore.adapters._answer_twins import Twins
 from icore.adapters._call_identity import made_by
 from icore.adapters._lineage_index import RecordIndex
 from icore.adapters._lineage_types import (
@@ -190,7 +191,7 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     if isinstance(planfence, PlanfenceLog):
         lineages = _answered(lineages, planfence.edited_answers)
         if planfence.chain_broken is not None:
-            lineages = _all_invalid(lineages, planfence.chain_broken)
+            lineages = _all_invalid(lineages, planfence.chain_broken, records)
     return lineages
 
 
@@ -221,15 +222,31 @@ def _answered(lineages: tuple[ActionLineage, ...],
     return tuple(out)
 
 
-def _all_invalid(lineages: tuple[ActionLineage, ...], why: str) -> tuple[ActionLineage, ...]:
+def _all_invalid(lineages: tuple[ActionLineage, ...], why: str,
+                 records: Sequence[Mapping[str, Any]] = ()) -> tuple[ActionLineage, ...]:
     """Every action ``INVALID``: a writer's chain of digested lines is broken (#29).
 
     A deleted, moved, repeated or cut-off line may have concerned any action (a human's
     rejection, a call's failure, a decision): which one cannot be known, so no verdict
-    read off the trace is trusted (fail closed); ``why`` names the line.
+    read off the trace is trusted (fail closed); ``why`` names the line. An action
+    record of ``records`` no decision cites (its decisions deleted: QA qa-new13a S2) is
+    an action too, ``INVALID``, named ``<key>#<seq>``.
     """
-    return tuple(a if a.edited is not None else replace(
-        a, status="INVALID", edited=f"{why}; recorded as {a.counted}") for a in lineages)
+    out = [a if a.edited is not None else replace(
+        a, status="INVALID", edited=f"{why}; recorded as {a.counted}") for a in lineages]
+    cited = {str(r) for a in lineages for p in a.points for r in p.entry.roots}
+    for rec in records:
+        c = rec.get("content")
+        act = c.get(ACTION_FIELD) if isinstance(c, Mapping) else None
+        if str(rec.get("id")) in cited or not (rec.get("role") == "action"
+                                               or isinstance(act, Mapping)):
+            continue
+        name = f"{rec.get('key')}#{rec.get('seq')}"
+        tool = act.get("name") if isinstance(act, Mapping) else None
+        out.append(replace(lineage_of(name, f"{name} · {tool}" if isinstance(tool, str)
+                                      else name, [rec], [], status="INVALID"),
+                           edited=f"{why}; its gate decisions are not in the trace"))
+    return tuple(out)
 
 
 def _edited(lineages: Sequence[ActionLineage], edited: Mapping[str, str],
@@ -311,11 +328,10 @@ def human_answers(lineages: Sequence[ActionLineage], answers: Sequence[HumanAnsw
             taken.add(at)
             out[at] = replace(out[at], human_step=ans.step, human_during=ans.during,
                               human=APPROVED if ans.approved else REJECTED_BY_HUMAN)
+        twins = Twins(exact)  # indexed: each thought finds its twin at once (#29)
         for ans in (x for x in answers if x.task not in named):
-            twin = next((x for x in exact if (x.tool, x.approved) == (ans.tool, ans.approved)
-                         and (None in (x.args, ans.args) or x.args == ans.args)), None)
+            twin = twins.take(ans)
             if twin is not None:  # the same answer, also written as a thought
-                exact.remove(twin)
                 at = named[str(twin.task)]
                 out[at] = replace(out[at], human_step=min(ans.step, twin.step))
                 continue

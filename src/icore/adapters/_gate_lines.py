@@ -215,5 +215,27 @@ def gate_without_records(line: int, file: str, recorded: bool) -> tuple[str, ...
             "or checked (lines removed from the trace, or a recorder that wrote none)",)
 
 
+def tool_claim(obj: dict[str, Any]) -> tuple[str | None, bool | None]:
+    """A ``tool_output`` line's tool and what it says of its call (:attr:`Step.ran`)."""
+    tool = obj.get("tool")
+    if obj.get("ran") is True or obj.get("failed") is True:
+        ran: bool | None = True
+    elif obj.get("blocked") is True or obj.get("ran") is False:
+        ran = False
+    else:
+        ran = True if obj.get("exitcode") == 0 else None
+    return (tool if isinstance(tool, str) and tool else None), ran
+
+
+def tool_calls(value: Any) -> str | None:
+    """An output's ``tool_calls`` as canonical JSON, call ids dropped (None: none)."""
+    if not value:
+        return None
+    if isinstance(value, list):
+        value = [{k: v for k, v in c.items() if k != "id"} if isinstance(c, dict) else c
+                 for c in value]
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
 __all__ = ["answer_args", "gate_activity", "gate_without_records", "human_answer", "note_call",
-           "note_plan", "span_answer", "strs"]
+           "note_plan", "span_answer", "strs", "tool_calls", "tool_claim"]

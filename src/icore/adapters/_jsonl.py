@@ -63,6 +63,7 @@ from typing import Any
 from icore._files import not_a_regular_file
 from icore._line_chain import ChainCheck
 from icore._line_digest import checked_line, line_action, line_digest_problems
+from icore._writer_mark import MarkCheck
 from icore.adapters._decision_check import (
     check_record_line,
     check_record_links,
@@ -79,6 +80,8 @@ from icore.adapters._gate_lines import (
     note_call,
     note_plan,
     strs,
+    tool_calls,
+    tool_claim,
 )
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
@@ -235,6 +238,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     planfence: dict[str, list[Any]] = {"records": [], "decisions": [], "digests": [],
                                         "lines": []}
     chain = ChainCheck()  # each writer's chain, checked as read (#29)
+    mark = MarkCheck(file)  # what the header's writer marker promises (#29)
     names: AgentNames | None = None
     agents_decl: dict[str, Any] = {}
     steps: list[Step] = []
@@ -287,6 +291,9 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
                 raise AdapterError("run header must be an object", file=file,
                                    field=f"line {n}.run")
             header, header_at = obj["run"], n
+            mark.header(n, obj)
+            if "digest" in obj or "chain" in obj:  # the writer marker's digest (#29)
+                chain.line(n, obj.get("chain"), obj.get("digest"))
             continue
         if "planfence" in obj and "agent" not in obj:
             _planfence_line(obj["planfence"], file, f"line {n}.planfence", planfence)
@@ -321,6 +328,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             chain.line(n, obj.get("chain"), obj.get("digest"))
         if "chain_end" in obj:
             chain.seal(n, obj["chain_end"])
+        elif st.terminates:
+            mark.missing(n, "seal", "chain_end seal on the run's end line")
         if "task" in obj:
             note_call(callers, branches, obj, st.kind, st.agent)
         if not gate_lines and gate_activity(obj, st.kind):
@@ -345,7 +354,14 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     lined, answered, said2 = line_digest_problems(planfence["lines"], file=file,
                                                   protected=protected)
     broken, said3 = chain.result(file=file, note=protected)
-    warnings += said + said2 + said3 + gate_without_records(gate_lines, file, protected)
+    mark.writers(chain.marked)
+    unmarked, said4 = mark.lines(planfence["digests"], planfence["lines"])
+    if mark.active:  # its promises decide: no "audited as recorded" note (#29)
+        said, said2, said3 = (tuple(w for w in x if ": note: " not in w)
+                              for x in (said, said2, said3))
+    broken = broken or unmarked
+    warnings += said + said2 + said3 + said4 + gate_without_records(gate_lines, file,
+                                                                     protected)
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
@@ -399,7 +415,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
                                tuple(answers), edited, undigested, tuple(resent),
                                callers, lined, answered, broken, branches)
-        if records or planfence["decisions"] else None,
+        if records or planfence["decisions"] or broken else None,
         warnings=warnings,
     )
 
@@ -453,12 +469,12 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
         term = _flag(obj, "terminates", file, f)
     calls = None
     if kind == StepKind.OUTPUT and (tc := obj.get("tool_calls")):
-        calls = _calls(tc)
+        calls = tool_calls(tc)
     plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
                      optional=True) if kind == StepKind.PLAN else None
     pause = _flag(obj, "pause", file, f) if kind == StepKind.THOUGHT else None
     replan = _flag(obj, "replan", file, f) if kind == StepKind.PLAN else None
-    tool, ran = _tool_claim(obj) if kind == StepKind.TOOL_OUTPUT else (None, None)
+    tool, ran = tool_claim(obj) if kind == StepKind.TOOL_OUTPUT else (None, None)
     task = obj.get("task") if kind == StepKind.TOOL_OUTPUT else None
     # a call the framework's schema refused, no decision (a refusal's line is blocked)
     invalid = kind == StepKind.TOOL_OUTPUT and ran is None and \
@@ -522,28 +538,6 @@ def _kind(kind_s: str, file: str, f: str) -> StepKind:
         raise AdapterError(
             f"unknown kind {kind_s!r} (known: {', '.join(k.value for k in StepKind)})",
             file=file, field=f"{f}.kind") from None
-
-
-def _tool_claim(obj: dict[str, Any]) -> tuple[str | None, bool | None]:
-    """A ``tool_output`` line's tool and what it says of its call (:attr:`Step.ran`)."""
-    tool = obj.get("tool")
-    if obj.get("ran") is True or obj.get("failed") is True:
-        ran: bool | None = True
-    elif obj.get("blocked") is True or obj.get("ran") is False:
-        ran = False
-    else:
-        ran = True if obj.get("exitcode") == 0 else None
-    return (tool if isinstance(tool, str) and tool else None), ran
-
-
-def _calls(value: Any) -> str | None:
-    """An output's ``tool_calls`` as canonical JSON, call ids dropped (None: none)."""
-    if not value:
-        return None
-    if isinstance(value, list):
-        value = [{k: v for k, v in c.items() if k != "id"} if isinstance(c, dict) else c
-                 for c in value]
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _planfence_line(obj: Any, file: str, field: str, into: dict[str, list[Any]]) -> None:

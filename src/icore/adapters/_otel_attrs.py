@@ -9,6 +9,7 @@ import json
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -87,27 +88,73 @@ def guardrail_attributes(d: Mapping[str, Any]) -> dict[str, AttrValue]:
 
 
 class SpanChain:
-    """One exporter's chain over the spans it digests (thread-safe; #29).
+    """An exporter's chains over the spans it digests, one per trace (thread-safe; #29).
 
     Each gate decision's and human answer's span gets ``<prefix>digest``
     (:func:`icore._line_digest.attributes_digest`) and its link, ``icore.chain.writer``,
     ``.seq`` and ``.prev`` (:class:`icore._line_chain.ChainWriter`), so the audit sees a
-    span lost or repeated between the exporter and the file.
+    span lost or repeated between the exporter and the file. One chain per trace (the
+    audit reads each trace of a file as its own run, so one chain over an exporter's
+    several runs read as broken in every run after the first); its writer id is the
+    exporter's random id and the chain's number. A trace's seal (``icore.chain_end.*``: how
+    many spans its chain holds, the link of its last) goes on its root span at its end
+    (:meth:`end`): a live run's span, a root ``execute_tool`` span, a gate or answer span
+    with no parent; so a span lost after the last one is seen. The chains of the
+    :data:`TRACES` most recent traces are kept.
     """
 
+    TRACES = 4096
+    """How many traces' chains are kept (the least recently used one is dropped)."""
+
     def __init__(self) -> None:
-        self._chain = ChainWriter(secrets.token_hex(8))
+        self._id = secrets.token_hex(8)
+        self._chains: OrderedDict[int, ChainWriter] = OrderedDict()
+        self._made = 0
         self._lock = threading.Lock()
 
-    def seal(self, attrs: dict[str, AttrValue], prefix: str) -> None:
-        """Set ``attrs``' digest over its ``prefix`` attributes, then its link."""
-        got = attributes_digest(attrs, prefix)
-        attrs[prefix + "digest"] = got
+    def _chain(self, trace_id: int) -> ChainWriter:
+        got = self._chains.get(trace_id)
+        if got is None:
+            self._made += 1  # a fresh writer id per chain (a trace sealed, then resumed)
+            got = self._chains[trace_id] = ChainWriter(f"{self._id}-{self._made}")
+            if len(self._chains) > self.TRACES:
+                self._chains.popitem(last=False)
+        else:
+            self._chains.move_to_end(trace_id)
+        return got
+
+    def end(self, span: Span) -> None:
+        """Seal ``span``'s trace chain on ``span`` (its root, ending now) and forget it.
+
+        Nothing when no span of its trace was chained.
+        """
+        tid = span.get_span_context().trace_id
         with self._lock:
-            link = self._chain.chained({"digest": got})[CHAIN]
-        attrs[N.CHAIN + "writer"] = link["writer"]
-        attrs[N.CHAIN + "seq"] = link["seq"]
-        attrs[N.CHAIN + "prev"] = link["prev"]
+            chain = self._chains.pop(tid, None)
+        if chain is not None:
+            span.set_attributes({N.CHAIN_END + k: v for k, v in chain.seal().items()})
+
+    def seal(self, span: Span, attrs: dict[str, AttrValue], prefix: str, *,
+             root: bool = False) -> None:
+        """Put on ``span`` its digest and its link in its trace's chain.
+
+        The digest is over the ``prefix`` attributes of ``attrs`` (those ``span`` was
+        started with). ``root``: ``span`` is its trace's root (no parent): sealed at
+        once (:meth:`end`).
+        """
+        got = attributes_digest(attrs, prefix)
+        with self._lock:
+            link = self._chain(span.get_span_context().trace_id).chained(
+                {"digest": got})[CHAIN]
+        span.set_attributes({prefix + "digest": got, N.CHAIN + "writer": link["writer"],
+                             N.CHAIN + "seq": link["seq"], N.CHAIN + "prev": link["prev"]})
+        if root:
+            self.end(span)
+
+
+def is_root(context: Any = None) -> bool:
+    """Whether a span started in ``context`` (None: the current one) has no parent."""
+    return not trace.get_current_span(context).get_span_context().is_valid
 
 
 def _guardrail_span(tracer: trace.Tracer, d: Mapping[str, Any], extra: Mapping[str, AttrValue],
@@ -115,15 +162,16 @@ def _guardrail_span(tracer: trace.Tracer, d: Mapping[str, Any], extra: Mapping[s
                     chain: SpanChain | None = None) -> Span:
     """An ``apply_guardrail PlanFence`` span for one decision, with its result event.
 
-    With ``chain``: the decision's digest and its link in the exporter's chain (#29).
+    With ``chain``: the decision's digest and its link in its trace's chain (#29).
     """
     attrs = {**extra, **decision_attributes(d), **guardrail_attributes(d),
              N.SPAN_KIND: "GUARDRAIL", N.DECISION: str(d.get("outcome")),
              N.REASON: str(d.get("reason"))}
-    if chain is not None:
-        chain.seal(attrs, N.G)
+    root = is_root(context)
     span = tracer.start_span(f"{N.APPLY_GUARDRAIL} {N.GATE_COMPONENT}", context=context,
                              start_time=start, kind=SpanKind.CLIENT, attributes=attrs)
+    if chain is not None:
+        chain.seal(span, attrs, N.G, root=root)
     span.add_event(N.EV_GUARDRAIL_RESULT, {k: v for k, v in attrs.items()
                                            if k.startswith("gen_ai.guardrail.")})
     return span

@@ -62,6 +62,7 @@ from icore.adapters._otel_attrs import (
     _guardrail_span,
     _json,
     decision_attributes,
+    is_root,
 )
 from icore.adapters._otel_run import _LiveSpans
 from icore.adapters._otlp_file import ERROR_ATTR, DeliveryCheck, OtlpJsonFileExporter, otlp_json
@@ -400,9 +401,11 @@ class OtelExporter:
         with self._safe():  # never stop a run over telemetry
             if args is not None and self.capture_content:
                 attrs[N.APPROVAL + "args"] = _json(dict(args))
-            self.chain.seal(attrs, N.APPROVAL)
-            self.tracer.start_span(f"{N.APPLY_GUARDRAIL} human", kind=SpanKind.CLIENT,
-                                   attributes=attrs).end()
+            root = is_root()
+            span = self.tracer.start_span(f"{N.APPLY_GUARDRAIL} human", kind=SpanKind.CLIENT,
+                                          attributes=attrs)
+            self.chain.seal(span, attrs, N.APPROVAL, root=root)
+            span.end()
 
     def fence_log(self, inner: Callable[[GateDecision], None] | None = None
                   ) -> Callable[[GateDecision], None]:
@@ -444,9 +447,14 @@ class OtelExporter:
         if self.capture_content:
             attrs[N.TOOL_ARGS] = _json(dict(args))
             attrs[N.OI_INPUT] = attrs[N.TOOL_ARGS]
+        root = is_root()  # then its trace ends with it: sealed at its end (#29)
         with self.tracer.start_as_current_span(f"{N.EXECUTE_TOOL} {tool.name}",
                                                attributes=attrs) as span:
-            res = fence.execute(tool, roots=roots, args=args, replan=replan)
+            try:
+                res = fence.execute(tool, roots=roots, args=args, replan=replan)
+            finally:
+                if root:
+                    self.chain.end(span)
             final = res.final
             span.set_attributes({N.DECISION: res.outcome.value, N.REASON: final.reason.value,
                                  N.REPLAN_COUNT: int(res.replanned),

@@ -286,6 +286,8 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
     for i in order_col:
         s = root if i == r_at else cols.span(i)
         cols.attrs[i] = None  # released: later spans read only the columns of it
+        if N.CHAIN_END + "writer" in s.attributes:  # its trace's seal (#29)
+            sealed.seal(s)
         k = kinds[i]
         if k == "AGENT":
             who = agent_of[i] = owner(i)

@@ -104,6 +104,11 @@ G = "icore.gate."
 CHAIN = "icore.chain."
 """Prefix of a gate or human-answer span's link in its exporter's chain: ``writer``
 (string), ``seq`` (int), ``prev`` (string; :mod:`icore._line_chain`, #29)."""
+CHAIN_END = "icore.chain_end."
+"""Prefix of a trace's seal (``writer``, ``lines``: how many spans its chain holds,
+``last``: the link of its last) on the trace's root span at its end (a live run's span,
+a root ``execute_tool`` or gate span), so a gate span lost after the last one is seen
+(#29)."""
 
 # span events
 EV_METRICS = "icore.metrics"

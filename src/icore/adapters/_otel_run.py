@@ -120,6 +120,7 @@ class _LiveSpans:
             s.set_attribute("icore.hard_flags", int(ic.get("hard_flags", 0)))
         if result.error or result.crashes:
             s.set_status(Status(StatusCode.ERROR, result.error or "agent crash"))
+        self._exporter.chain.end(s)  # the run's gate spans counted (#29)
         self._end_run()
 
     def _end_run(self) -> None:

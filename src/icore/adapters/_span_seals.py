@@ -27,14 +27,31 @@ class SpanSeals:
     span whose attributes do not hash to its digest (or has none while others do) was
     edited: the action it decides (or could have answered) is ``INVALID``; a writer's
     chain checked in ``seq`` order (span order in a file is the exporter's batching, not
-    the run's) shows a span lost or repeated: every action ``INVALID``. Spans without
-    digests (other exporters, earlier icore) are read as recorded, with no note.
+    the run's) shows a span lost or repeated: every action ``INVALID``. The exporter's
+    seal (``icore.chain_end.*``: on a live run's span at its end, on an
+    ``icore.chain_end`` span at its shutdown) says how many spans its chain holds: a span
+    lost after the last one breaks the chain too, and every gate and human-answer span
+    must then carry its digest and link (the seal promises them). Spans without digests
+    or seal (other exporters, earlier icore) are read as recorded, with no note.
     """
 
     def __init__(self, file: str) -> None:
         self.file = file
         self.checks: list[tuple[str, Any, bool, int | HumanAnswer]] = []
         self.links: list[tuple[int | str, Any, Any]] = []
+        self.seals: dict[Any, tuple[str, dict[str, Any]]] = {}  # writer -> its last seal
+
+    def seal(self, s: OtelSpan) -> None:
+        """The seal ``s`` carries (``icore.chain_end.*``); per writer its largest counts."""
+        a, e = s.attributes, N.CHAIN_END
+        seal = {"writer": a.get(e + "writer"), "lines": a.get(e + "lines"),
+                "last": a.get(e + "last")}
+        w, n = seal["writer"], seal["lines"]
+        had = self.seals.get(w if isinstance(w, str) else repr(w))
+        if had is None or (type(n) is int and type(had[1]["lines"]) is int
+                           and n > had[1]["lines"]):
+            self.seals[w if isinstance(w, str) else repr(w)] = (
+                f"span {s.span_id} ({s.name!r})", seal)
 
     def _check(self, s: OtelSpan, prefix: str, what: int | HumanAnswer) -> None:
         a = s.attributes
@@ -59,7 +76,7 @@ class SpanSeals:
     def problems(self) -> tuple[dict[int, str], tuple[tuple[str, str | None, int, str], ...],
                                 str | None, tuple[str, ...]]:
         """``(edited decisions, edited answers, chain break, warnings)``."""
-        if not any(got is not None for _, got, _, _ in self.checks):
+        if not self.seals and not any(got is not None for _, got, _, _ in self.checks):
             return {}, (), None, ()
         edited: dict[int, str] = {}
         answers: list[tuple[str, str | None, int, str]] = []
@@ -67,8 +84,10 @@ class SpanSeals:
         for where, got, ok, what in self.checks:
             if ok:
                 continue
-            why = ("it carries no digest while the trace's other such spans do"
-                   if got is None else "its attributes hash to another digest")
+            why = ("its attributes hash to another digest" if got is not None else
+                   "it carries no digest while the trace's other such spans do" if any(
+                       x[1] is not None for x in self.checks) else "it carries no digest "
+                   "although its exporter's seal (icore.chain_end) promises one")
             said = f"{where} does not match its digest: {why} (the trace was edited)"
             if isinstance(what, int):
                 edited[what] = said
@@ -81,7 +100,8 @@ class SpanSeals:
             seq = x[1].get("seq") if isinstance(x[1], dict) else None
             return seq if type(seq) is int else 0
 
-        broken, notes = chain_problems(sorted(self.links, key=order), (), file=self.file,
+        broken, notes = chain_problems(sorted(self.links, key=order),
+                                       list(self.seals.values()), file=self.file,
                                        digested=0)
         return edited, tuple(answers), broken, (*warnings, *notes)
 

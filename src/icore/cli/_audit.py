@@ -58,7 +58,9 @@ from icore.cli.inputs import (
 from icore.errors import IcoreError
 from icore.report import (
     ASSETS,
+    LineageView,
     index_from_audits,
+    lineage_views,
     render_index,
     render_report,
     report_filename,
@@ -393,6 +395,17 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             kind, _, rest = undelivered.partition(" ")
             console.print(f"[{'yellow' if otlp_best_effort else 'red'}]{kind}[/] "
                           f"{shown(rest)}")
+    built: dict[int, tuple[LineageView, ...]] = {}  # each run's pictures, built once
+
+    def views(r: AuditResult) -> tuple[LineageView, ...]:
+        """The run's lineage pictures, for its report and its ``--json`` entry."""
+        got = built.get(id(r))
+        if got is None:
+            got = lineage_views(r)
+            if json_file is not None or fails:  # read again by the JSON below
+                built[id(r)] = got
+        return got
+
     atts: dict[str, Attribution] = {}
     sc = None
     if attribution:
@@ -430,7 +443,8 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
                 links.append(("PROV-JSON", p.name))
             if report:
                 render_report(view_from_audit(r, attribution=atts.get(r.trace.id),
-                                              links=links, index_href="index.html"), out,
+                                              links=links, index_href="index.html",
+                                              lineage=views(r)), out,
                               single_file=single_file)
         if report:
             idx = render_index(index_from_audits(
@@ -439,8 +453,8 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             console.print(f"reports: {shown(str(idx))}")
         if prov:
             console.print(f"PROV-JSON: {shown(str(out))}/*.prov.json (read back and validated)")
-    runs = [run_json(r, atts.get(r.trace.id), out if report else None) for r in results
-            ] if json_file is not None or fails else []
+    runs = [run_json(r, atts.get(r.trace.id), out if report else None, views(r))
+            for r in results] if json_file is not None or fails else []
     not_ended = {r.trace.id for r in results
                  if r.summary().terminated is False and not r.paused}
     if json_file is not None:

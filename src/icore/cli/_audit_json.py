@@ -21,7 +21,7 @@ from icore.adapters import (
     counted_as,
 )
 from icore.attribution import Attribution
-from icore.report import flag_views, report_filename, trace_lineage
+from icore.report import LineageView, flag_views, lineage_views, report_filename
 
 FAIL_ON = ("hard-flags", "unsound", "invalid", "unknown", "not-ended")
 """``--fail-on`` conditions: a hard flag in any run; a run whose final snd < 1 (some
@@ -110,8 +110,12 @@ def call_fields(agent: str | None, record: str | None, args: str | None,
     return out
 
 
-def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[str, Any]:
+def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
+             views: tuple[LineageView, ...] | None = None) -> dict[str, Any]:
     """One run's entry of ``--json``.
+
+    ``views``: :func:`icore.report.lineage_views` of ``r`` when the caller built them
+    already (for the report); None: built here, from the run's one lineage build.
 
     ``lineage`` lists every protected action (``action``: its task in the trace,
     ``tool``: the tool it called) with its status (the gate's lineage
@@ -134,7 +138,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
     ``paused``: the run is paused, waiting for a human (no terminal marker, its last step
     a pause; every run has the key, #29). ``warnings``: the import's warnings, when any
     (a record or decision line that does not match its digest, gate activity with no
-    PlanFence line, ...).
+    PlanFence line, ...). ``chain_broken``: why, when a writer's chain of digested lines
+    breaks or the writer marker's promises do (every action ``INVALID``; ``--fail-on
+    invalid`` fails the run even when no action is left to count, QA qa-new13a S2).
     """
     tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
              for e in getattr(r.trace.planfence, "decisions", ())}
@@ -147,7 +153,7 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
                 **({"resent_unchanged": list(lv.resent_unchanged)}
                    if lv.resent_unchanged else {}),
                 **call_fields(lv.caller, lv.action, lv.args, lv.branch)}
-               for lv in trace_lineage(r.trace.planfence, r.trace.steps)]
+               for lv in (views if views is not None else lineage_views(r))]
     return {
         "id": r.trace.id, "file": r.trace.file,
         "report": str(out / report_filename(r.trace.id)) if out is not None else None,
@@ -160,6 +166,8 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None) -> dict[
         "actions": action_counts(lineage),
         "lineage": lineage,
         **({"warnings": list(r.trace.warnings)} if r.trace.warnings else {}),
+        **({"chain_broken": broken} if (broken := getattr(
+            r.trace.planfence, "chain_broken", None)) else {}),
     }
 
 
@@ -179,7 +187,8 @@ def failing(runs: list[dict[str, Any]], fails: frozenset[str],
             return bool(j["actions"].get(OUTCOME_UNKNOWN, 0) > 0)
         if cond == "not-ended":
             return j["id"] in not_ended
-        return any(lv["status"] == "INVALID" for lv in j["lineage"])
+        return bool(j.get("chain_broken")) or any(lv["status"] == "INVALID"
+                                                  for lv in j["lineage"])
 
     out = []
     for cond in FAIL_ON:

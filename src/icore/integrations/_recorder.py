@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 from icore._line_chain import chain_lines
 from icore._line_digest import with_digest
 from icore._strict_json import strict_dumps
+from icore._writer_mark import marked_header
 from icore.errors import IntegrationError, brief
 from icore.fence import ActionResult, GateDecision
 from icore.integrations._call_lines import (
@@ -451,13 +452,13 @@ class RunRecorder:
 
     # ------------------------------------------------------------------ outputs
     def header(self) -> dict[str, Any]:
-        """The ``{"run": {...}}`` header line."""
+        """The ``{"run": {...}}`` header line, with the writer marker (#29)."""
         with self._lock:
             agents = dict(self.agents)
         given = {"question": self.question or None, "orchestrator": self.orchestrator or None,
                  "ground_truth": self.ground_truth, "succeeded": self.succeeded}
-        return {"run": {"id": self.run_id, "agents": agents,
-                        **{k: v for k, v in given.items() if v is not None}}}
+        return marked_header({"id": self.run_id, "agents": agents, **{
+            k: v for k, v in given.items() if v is not None}}, self.writer)
 
     def jsonl(self, *, after: Sequence[Mapping[str, Any]] = ()) -> str:
         """The run in the generic JSONL format.

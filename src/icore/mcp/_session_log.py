@@ -413,9 +413,8 @@ class GatewayTrace:
             events = self.recorder.events[self._events_done:]
             pf = self.planfence[self._pf_done:]
             amends = list(self._amends)
-            chain, lines = _appended(self._chain, (*events, *pf, *amends))
-            if self._fh is None:
-                lines.insert(0, strict_dumps(self.recorder.header(), sort_keys=True) + "\n")
+            head = (self.recorder.header(),) if self._fh is None else ()
+            chain, lines = _appended(self._chain, (*head, *events, *pf, *amends))
             try:
                 if self._fh is None:  # created here: never followed, never truncated
                     opened, fd = open_new_trace(self.path)

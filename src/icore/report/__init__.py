@@ -28,6 +28,7 @@ See docs/audit-real-runs.md, "Reports".
 from icore.report._build import (
     flag_views,
     index_from_audits,
+    lineage_views,
     state_views,
     trace_lineage,
     view_from_audit,
@@ -103,6 +104,7 @@ __all__ = [
     "icore_run_view",
     "index_from_audits",
     "lineage_view",
+    "lineage_views",
     "live_diagnoses",
     "live_run_view",
     "record_views",

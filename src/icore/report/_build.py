@@ -52,7 +52,8 @@ def _pct(x: float) -> str:
 
 def view_from_audit(result: AuditResult, *, attribution: Attribution | None = None,
                     links: Sequence[tuple[str, str]] = (),
-                    index_href: str | None = None) -> RunView:
+                    index_href: str | None = None,
+                    lineage: Sequence[LineageView] | None = None) -> RunView:
     """The :class:`RunView` of an audited imported run.
 
     Args:
@@ -60,6 +61,8 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         attribution: its failure attribution, if computed.
         links: extra ``(label, relative href)`` links (e.g. the PROV-JSON file).
         index_href: the index page's relative href, if an index is written alongside.
+        lineage: :func:`lineage_views` of ``result`` when already built (the CLI builds
+            them once for its ``--json`` and the report); None: built here.
     """
     x = result.state
     t = result.trace
@@ -97,7 +100,7 @@ def view_from_audit(result: AuditResult, *, attribution: Attribution | None = No
         ("declaration package", f"{x.decl.name} v{x.decl.version}"),
         ("import + audit time", f"{result.elapsed_ms:.0f} ms"),
     )
-    lineage = link_replans(result.lineage)
+    lineage = tuple(lineage) if lineage is not None else lineage_views(result)
     if t.warnings:
         summary += (("import warnings", "; ".join(t.warnings)),)
     return RunView(
@@ -137,6 +140,15 @@ def _terminal_text(s: RunSummary) -> str:
                 if s.terminal else "present, unsound: the final answer is empty "
                 "(not checked: no ground truth or recorded outcome)")
     return "sound" if s.terminal else "present, unsound"
+
+
+def lineage_views(result: AuditResult) -> tuple[LineageView, ...]:
+    """The lineage pictures of an audited run's protected actions (its report's, its JSON's).
+
+    :attr:`icore.adapters.AuditResult.lineage` (built once per result) rendered, a stale
+    call linked to its replan; one per action, in order (empty without PlanFence lines).
+    """
+    return link_replans(result.lineage)
 
 
 def trace_lineage(planfence: object, steps: Sequence[Step] = ()
@@ -203,7 +215,7 @@ def index_from_audits(results: Sequence[AuditResult], *,
     return IndexView(title, tuple(cols), tuple(rows), tuple(notes), tuple(errors))
 
 
-__all__ = ["flag_views", "index_from_audits", "state_views", "trace_lineage",
+__all__ = ["flag_views", "index_from_audits", "lineage_views", "state_views", "trace_lineage",
            "view_from_audit"]
 
 
