@@ -30,6 +30,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import cast
 
 from icore._flock import close_lock, open_lock
 
@@ -120,7 +121,7 @@ def written_path_problem(path: object) -> str | None:
     """
     if (problem := path_problem(path)) is not None:
         return problem
-    return surrogate_problem(os.fspath(path))  # type: ignore[arg-type]  # a str path
+    return surrogate_problem(str(os.fspath(cast(str, path))))  # path_problem: a str path
 
 
 def surrogate_problem(s: str) -> str | None:

@@ -11,25 +11,23 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent  # noqa: E402
-from agents.items import ToolApprovalItem  # noqa: E402
-from agents.run_context import RunContextWrapper  # noqa: E402
+from agents import Agent
+from agents.items import ToolApprovalItem
+from agents.run_context import RunContextWrapper
 
-from icore.integrations.openai_agents import _sdk_approvals as sdk  # noqa: E402
+from icore.integrations.openai_agents import _sdk_approvals as sdk
 
 
 @pytest.fixture(autouse=True)
-def _restored(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _restored(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever a test does to the SDK's class, the next test sees it as it was."""
     monkeypatch.setattr(RunContextWrapper, "approve_tool", RunContextWrapper.approve_tool)
-    yield
 
 
 def _wrappers() -> int:

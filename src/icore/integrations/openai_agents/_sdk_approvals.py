@@ -120,7 +120,7 @@ def witness_approvals() -> None:
 
 
 def _ours(method: Any) -> Any:
-    """icore's wrapper in ``method``'s chain of ``__wrapped__`` (None: not wrapped)."""
+    """Icore's wrapper in ``method``'s chain of ``__wrapped__`` (None: not wrapped)."""
     seen = 0
     while method is not None and seen < 64:  # a chain that loops ends here
         if getattr(method, WITNESS_MARK, False) is True:
