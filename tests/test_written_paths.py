@@ -100,6 +100,15 @@ def test_audit_still_reads_a_trace_named_in_bytes(tmp_path: Path) -> None:
     assert len(json.loads((tmp_path / "s.json").read_text())["runs"]) == 1
 
 
+def test_team_certs_folder_refuses_the_same_names(tmp_path: Path) -> None:
+    """``init_team_certs`` (the API behind ``icore certs --dir``) as the command does."""
+    from icore.net import TeamManifestError, init_team_certs
+    with pytest.raises(TeamManifestError) as info:
+        init_team_certs(tmp_path / "certs\udc80", ["a"], days=2)
+    assert info.value.fields["field"] == "out_dir" and "surrogate" in str(info.value)
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("make", ["OtlpJsonFileExporter", "write_prov"])
 def test_exporters_refuse_the_same_names(tmp_path: Path, make: str) -> None:
     from icore.adapters import ExportError

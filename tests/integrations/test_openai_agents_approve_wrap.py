@@ -110,3 +110,24 @@ def test_unwitness_restores_the_sdk_method_and_witness_wraps_again() -> None:
     sdk.witness_approvals()
     agent = _approve("c-on", always=True)
     assert sdk.witnessed(agent, "book", "c-on") and sdk.witnessed(agent, "book", None)
+
+
+def test_mcp_error_watch_is_wrapped_once_across_reloads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other SDK wrap (``MCPUtil.invoke_mcp_tool``, made by ``recording()``) follows
+    the same rule: a reloaded module finds it by its mark and does not wrap it again."""
+    util = pytest.importorskip("agents.mcp.util")
+    from icore.integrations.openai_agents import _mcp_errors as errors
+    monkeypatch.setattr(util.MCPUtil, "invoke_mcp_tool",
+                        util.MCPUtil.__dict__["invoke_mcp_tool"])
+    errors.watch_mcp_errors()
+    again = importlib.reload(errors)
+    try:
+        again.watch_mcp_errors()
+        fn, n, seen = util.MCPUtil.__dict__["invoke_mcp_tool"].__func__, 0, 0
+        while fn is not None and seen < 64:
+            n += getattr(fn, errors.WATCH_MARK, False) is True
+            fn, seen = getattr(fn, "__wrapped__", None), seen + 1
+        assert n == 1
+    finally:
+        importlib.reload(errors)
