@@ -273,16 +273,21 @@ def test_scan_paths_takes_one_path_and_skips_what_cannot_be_read(tmp_path: Path)
 
 # --- file names that are no UTF-8 ------------------------------------------------------
 def test_outputs_named_with_bytes_that_are_no_utf8(tmp_path: Path) -> None:
-    """The ledger of icore's files wrote the name as UTF-8: a traceback at ``--json``."""
+    """The ledger of icore's files wrote the name as UTF-8: a traceback at ``--json``.
+
+    Since #29 (h32seam) such an output name is refused up front (exit 2, no traceback,
+    nothing written), as RunRecorder.write and the gateway's ``trace`` refuse it: icore
+    names its files in JSON, where bytes that are not UTF-8 have no form.
+    """
     t = tmp_path / "t.jsonl"
     t.write_text("\n".join(json.dumps(r) for r in ROW) + "\n")
     js, out = os.fsdecode(b"j\xfe.json"), os.fsdecode(b"o\xfe")
-    for _ in range(2):  # the second run finds its own files in the ledger
-        r = subprocess.run([sys.executable, "-m", "icore", "audit", str(t), "--json", js,
-                            "--out", out], cwd=tmp_path, env=ENV, capture_output=True,
-                           timeout=120)
-        assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr[-800:]
-    assert (tmp_path / os.fsdecode(b"j\xfe.json")).is_file()
+    for args in (["--json", js, "--out", "o"], ["--out", out]):
+        r = subprocess.run([sys.executable, "-m", "icore", "audit", str(t), *args],
+                           cwd=tmp_path, env=ENV, capture_output=True, timeout=120)
+        assert r.returncode == 2 and b"Traceback" not in r.stderr, r.stderr[-800:]
+        assert b"surrogate" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["t.jsonl"]
 
 
 def test_a_file_name_that_is_no_utf8_is_no_trace_text(tmp_path: Path) -> None:

@@ -30,6 +30,9 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import cast
+
+from icore._flock import close_lock, open_lock
 
 _KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
     (stat.S_ISDIR, "a directory"),
@@ -53,13 +56,14 @@ def folder_turn(folder: Path) -> Iterator[None]:
     On a file system without ``flock`` the block runs unlocked. Raises ``OSError`` when
     ``folder`` cannot be opened.
     """
-    fd = os.open(folder if str(folder) else ".", os.O_RDONLY | os.O_DIRECTORY)
+    # a forked child never keeps the turn (icore._flock)
+    fd = open_lock(folder if str(folder) else ".", os.O_RDONLY | os.O_DIRECTORY)
     try:
         with contextlib.suppress(OSError):  # a file system without flock: unlocked
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)
+        close_lock(fd)
 
 
 def path_problem(path: object) -> str | None:
@@ -98,6 +102,36 @@ def path_problem(path: object) -> str | None:
     if longest > NAME_MAX:
         return f"has a name of {longest} {unit} (the file system allows {NAME_MAX})"
     return None
+
+
+def written_path_problem(path: object) -> str | None:
+    r""":func:`path_problem` for a file icore creates, and a name that is not text.
+
+    A path holding a surrogate (U+D800-U+DFFF) is refused, the ``\udc80``-``\udcff``
+    that stand for bytes not UTF-8 (``surrogateescape``, a shell's ``$'\x80'``) too: the
+    file system takes such a name, but icore names the files it writes in JSON (a
+    trace's notes, ``--json`` reports, the ``.icore-files`` ledger), where it has no
+    UTF-8 form and came out as U+FFFD, a name no file has; an MCP peer refuses it
+    (issue 29). One rule for every writer: RunRecorder, the gateway's ``trace``,
+    ``icore audit --out``/``--json``, the span file and PROV-JSON exporters.
+
+    Returns:
+        None, or the problem without the path, e.g. ``"holds '\udc80' (character 3), a
+        lone surrogate: ..."``.
+    """
+    if (problem := path_problem(path)) is not None:
+        return problem
+    return surrogate_problem(str(os.fspath(cast(str, path))))  # path_problem: a str path
+
+
+def surrogate_problem(s: str) -> str | None:
+    """Why the path text ``s`` holds a surrogate (:func:`written_path_problem`), or None."""
+    at = next((i for i, c in enumerate(s) if "\ud800" <= c <= "\udfff"), None)
+    if at is None:
+        return None
+    return (f"holds {s[at]!a} (character {at}), a lone surrogate: a name of bytes that "
+            "are not UTF-8 has no form in the JSON icore writes about its files; name "
+            "the file in UTF-8 text")
 
 
 def not_a_regular_file(path: str | os.PathLike[str], *, dir_ok: bool = False) -> str | None:
@@ -184,6 +218,16 @@ _LEDGERS: dict[str, _Ledger] = {}
 """Parsed ledgers by real folder path: (stat signature, name -> digest, lines, name ->
 byte offset of the line that names it)."""
 _LEDGER_LOCK = threading.Lock()
+
+
+def _fresh_ledger_lock() -> None:
+    """A forked child's own lock: the thread that held the parent's is not in the child."""
+    global _LEDGER_LOCK
+    _LEDGER_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_ledger_lock)
 
 
 def _ledger(folder: Path, *, fresh: bool = False) -> tuple[dict[str, str], int]:
@@ -370,7 +414,7 @@ def _locked(p: Path) -> Iterator[int]:
     (no ``O_APPEND``: a line is rewritten in place at its offset).
     """
     while True:
-        fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = open_lock(p, os.O_RDWR | os.O_CREAT, 0o666)  # a forked child drops it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_ino == os.stat(p).st_ino:
@@ -378,13 +422,13 @@ def _locked(p: Path) -> Iterator[int]:
         except FileNotFoundError:
             pass
         except BaseException:
-            os.close(fd)
+            close_lock(fd)
             raise
-        os.close(fd)
+        close_lock(fd)
     try:
         yield fd
     finally:
-        os.close(fd)
+        close_lock(fd)
 
 
 def _parse_ledger(data: bytes) -> tuple[dict[str, str], int, dict[str, int]]:

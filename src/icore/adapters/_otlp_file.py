@@ -21,7 +21,8 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import StatusCode
 
-from icore._files import path_problem
+from icore._files import written_path_problem
+from icore._flock import close_lock, open_lock
 from icore._strict_json import strict_dumps
 from icore.adapters import _otel_names as N
 from icore.adapters._errors import ExportError
@@ -148,7 +149,8 @@ def _append_whole(path: Path, data: bytes) -> None:
     """
     import fcntl
 
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    # listed and O_CLOEXEC: a child forked meanwhile never keeps the lock (icore._flock)
+    fd = open_lock(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         start = os.fstat(fd).st_size
@@ -163,7 +165,7 @@ def _append_whole(path: Path, data: bytes) -> None:
                     os.ftruncate(fd, start)
             raise
     finally:
-        os.close(fd)  # releases the lock
+        close_lock(fd)  # releases the lock
 
 
 class OtlpJsonFileExporter(SpanExporter):
@@ -183,7 +185,7 @@ class OtlpJsonFileExporter(SpanExporter):
     """
 
     def __init__(self, path: str | Path) -> None:
-        if (bad := path_problem(path)) is not None:
+        if (bad := written_path_problem(path)) is not None:
             raise ExportError(f"the span file path {bad}", file="<argument>", field="path")
         self.path = Path(path)
         self._lock = threading.Lock()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
-from icore._files import not_a_regular_file, path_problem, write_owned
+from icore._files import not_a_regular_file, path_problem, write_owned, written_path_problem
 from icore.adapters._errors import ExportError
 from icore.state import State
 
@@ -176,10 +176,10 @@ def write_prov(state: State, path: str | Path, *, run_id: str = "run") -> Path:
 
     Raises:
         ExportError: ``path`` names no file (None, a number, empty, a NUL byte, a lone
-            surrogate; field ``path``), the file cannot be written, or the document
-            fails :func:`validate_prov`.
+            surrogate, bytes that are not UTF-8; field ``path``), the file cannot be
+            written, or the document fails :func:`validate_prov`.
     """
-    if (bad := path_problem(path)) is not None:
+    if (bad := written_path_problem(path)) is not None:
         raise ExportError(f"the PROV-JSON path {bad}", file="<argument>", field="path")
     p = Path(path)
     doc = to_prov(state, run_id=run_id)

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from icore import __version__
 from icore._files import refuse_foreign
+from icore._flock import close_lock, open_lock
 from icore._strict_json import strict_dumps
 from icore.adapters import (
     ENV_MAX_INPUT,
@@ -227,7 +228,7 @@ def _out_lock(out: Path | None) -> Iterator[None]:
             if not path.is_dir():
                 made = [p for p in (path, *path.parents) if not p.exists()]
                 path.mkdir(parents=True)
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            fd = open_lock(path, os.O_RDONLY | os.O_DIRECTORY)  # never kept by a fork
         except FileExistsError:  # made by another audit just now: lock that one
             made = []
             continue
@@ -247,7 +248,7 @@ def _out_lock(out: Path | None) -> Iterator[None]:
                 break
         except OSError:  # a file system without flock: no lock, as before
             break
-        os.close(fd)  # the folder was removed or replaced meanwhile: lock the new one
+        close_lock(fd)  # the folder was removed or replaced meanwhile: lock the new one
     try:
         yield
     finally:
@@ -256,7 +257,7 @@ def _out_lock(out: Path | None) -> Iterator[None]:
                 folder.rmdir()  # only when the audit left it empty
             except OSError:
                 break
-        os.close(fd)
+        close_lock(fd)
 
 
 def _same_folder(path: Path, fd: int) -> bool:

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from icore._files import surrogate_problem
+
 # kernel file systems whose files are interfaces, not storage
 PSEUDO_FS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs",
                        "securityfs", "configfs", "bpf", "pstore", "efivarfs", "binfmt_misc",
@@ -91,13 +93,18 @@ def _existing(path: Path) -> Path:
 
 
 def too_long(path: Path) -> str | None:
-    """Why ``path`` is too long for the file system, or None.
+    r"""Why ``path`` is too long for the file system (or holds a surrogate), or None.
 
-    A name (one part of the path) over ``NAME_MAX`` bytes or the whole absolute path
-    over ``PATH_MAX - 1`` bytes, as the nearest existing folder's file system says
+    First a surrogate in it (a name of bytes that are not UTF-8, ``$'\x80'``): refused
+    as :func:`icore._files.written_path_problem` refuses it for every file icore writes
+    (the report and ``--json`` name their files). Then the length: a name (one part of
+    the path) over ``NAME_MAX`` bytes or the whole absolute path over ``PATH_MAX - 1``
+    bytes, as the nearest existing folder's file system says
     (else Linux's 255 and 4096). Nothing is opened; a ``stat`` of such a path would
     fail with "File name too long".
     """
+    if (bad := surrogate_problem(str(path))) is not None:
+        return f"cannot be created: the path {bad}"
     anchor = _existing(path)
     name_max, path_max = 255, 4096
     with contextlib.suppress(OSError, ValueError):

@@ -480,7 +480,7 @@ class RunRecorder:
         return "".join(strict_dumps(x, sort_keys=True) + "\n" for x in lines)
 
     def write(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        """Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
+        r"""Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
 
         Nothing is overwritten unless ``overwrite=True``: a trace icore wrote there before
         (the folder's ``.icore-files`` ledger: a rerun, a concurrent run) is moved aside
@@ -490,9 +490,11 @@ class RunRecorder:
         parent folders are created (as ``icore audit --json`` does).
 
         Raises:
-            IntegrationError: ``path`` is empty or not a path, names a folder, a device or
-                a FIFO, holds a file icore did not write (or one changed since; without
-                ``overwrite``), or cannot be written (the message names the path and
+            IntegrationError: ``path`` is empty or not a path, holds a surrogate (a name
+                of bytes that are not UTF-8, ``'run\udc80.jsonl'``: refused as the MCP
+                gateway's ``trace`` is, before anything is written), names a folder, a
+                device or a FIFO, holds a file icore did not write (or one changed
+                since; without ``overwrite``), or cannot be written (the message names the path and
                 the reason; ``fix`` says what to do).
         """
         return write_run(path, self.jsonl, overwrite=overwrite)

@@ -18,7 +18,14 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from icore._files import earlier_name, folder_turn, foreign_file, path_problem, write_owned
+from icore._files import (
+    earlier_name,
+    folder_turn,
+    foreign_file,
+    write_owned,
+    written_path_problem,
+)
+from icore._flock import close_lock, open_lock
 from icore.errors import IntegrationError
 
 
@@ -32,7 +39,8 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
     if not isinstance(path, str | os.PathLike):
         raise IntegrationError(f"path must be a str or os.PathLike, not "
                                f"{type(path).__name__}", argument="path")
-    if (bad := path_problem(path)) is not None:  # a NUL, a name over 255 bytes
+    # a NUL, a name over 255 bytes, a surrogate (as the gateway's trace): nothing written
+    if (bad := written_path_problem(path)) is not None:
         raise IntegrationError(f"cannot write the run: the path {bad}", argument="path",
                                path=str(path)[:200])
     if not os.fspath(path).strip():  # only spaces: a typo, never a file name meant
@@ -90,8 +98,8 @@ def _gateway_trace(p: Path) -> str | None:
     lock = p.with_name(f".{p.name}.lock")
     if not p.is_file() or not lock.is_file():
         return None
-    try:
-        fd = os.open(lock, os.O_RDONLY)
+    try:  # a child forked during the probe never keeps the shared lock
+        fd = open_lock(lock, os.O_RDONLY)
     except OSError:
         return None
     try:
@@ -101,7 +109,7 @@ def _gateway_trace(p: Path) -> str | None:
     except OSError:
         return None
     finally:
-        os.close(fd)
+        close_lock(fd)
     return None
 
 

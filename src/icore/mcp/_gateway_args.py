@@ -18,7 +18,17 @@ exactly), or a number written with one whose value is an integer a JavaScript or
 tool holds exactly, i.e. finite, with no fraction, and within the safe range
 ``|x| <= 2**53 - 1`` (``1.0``, ``5e2``: integers, as JSON Schema counts them). ``1e+300``
 or ``1e16`` is refused: a float that large names no one integer (its neighbours share
-it), and a typed server refuses or rounds it. Pure: no I/O, no clock.
+it), and a typed server refuses or rounds it.
+
+A protected tool's arguments are compared by the gate as the tool sees them (D(a)
+placeholders, an approval's exact request), and the gateway's peer reads JSON: a
+JavaScript server (Node's ``JSON.parse``) reads ``9007199254740993`` as
+``9007199254740992``, so two calls the gate tells apart reach the tool as one, and
+one it binds to an approval runs as another. Where a protected tool's schema says
+``integer`` or ``number``, an integer written without a fraction outside
+``±MAX_SAFE_INTEGER`` is refused ``invalid_arguments`` naming its argument path (send
+such an id as a string); an unprotected tool's arguments are forwarded as before, and
+in-process (Python) tools keep exact integers. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -72,14 +82,31 @@ def is_integer(value: object) -> bool:
             and abs(value) <= MAX_SAFE_INTEGER)
 
 
+def unsafe_int(value: object) -> bool:
+    """Whether ``value`` is an ``int`` (not a ``bool``) outside ``±MAX_SAFE_INTEGER``.
+
+    A JSON peer that reads numbers as doubles (JavaScript) holds another integer.
+    """
+    return isinstance(value, int) and not isinstance(value, bool) \
+        and abs(value) > MAX_SAFE_INTEGER
+
+
 @functools.cache
-def validator_class(schema_cls: Any) -> Any:
+def validator_class(schema_cls: Any, *, safe_ints: bool = False) -> Any:
     """A ``jsonschema`` validator class whose ``integer`` type is :func:`is_integer`.
 
-    Built once per ``schema_cls`` (the class the tool's schema asks for).
+    With ``safe_ints`` (a protected tool's arguments), ``integer`` and ``number`` also
+    refuse :func:`unsafe_int`. Built once per ``schema_cls`` (the class the tool's
+    schema asks for) and ``safe_ints``.
     """
     import jsonschema
     checker = schema_cls.TYPE_CHECKER.redefine("integer", lambda _c, v: is_integer(v))
+    if safe_ints:
+        number = checker.redefine  # the draft's own number check, then the range
+        base = schema_cls.TYPE_CHECKER
+        checker = number("integer", lambda _c, v: is_integer(v) and not unsafe_int(v))
+        checker = checker.redefine("number", lambda c, v: base.is_type(v, "number")
+                                   and not unsafe_int(v))
     return jsonschema.validators.extend(schema_cls, type_checker=checker)
 
 
@@ -110,8 +137,9 @@ class ArgChecks:
 
     def __init__(self, tool_defs: Callable[[], Mapping[str, Any]]) -> None:
         self._defs = tool_defs
-        self._validators: dict[str, Any] = {}
-        """Tool name -> its argument schema's validator (:meth:`clear` when tools change)."""
+        self._validators: dict[tuple[str, bool], Any] = {}
+        """(tool name, protected) -> its argument schema's validator (:meth:`clear` when
+        tools change)."""
 
     def clear(self) -> None:
         """Forget the compiled validators (the upstreams' tools changed)."""
@@ -120,18 +148,24 @@ class ArgChecks:
     def _schema(self, name: str) -> Any:
         return getattr(self._defs().get(name), "input_schema", None)
 
-    def _validator(self, name: str) -> Any:
-        v = self._validators.get(name)
+    def _validator(self, name: str, protected: bool) -> Any:
+        v = self._validators.get((name, protected))
         if v is None:
             import jsonschema
             schema = self._schema(name) or {"type": "object"}
-            cls = validator_class(jsonschema.validators.validator_for(schema))
+            cls = validator_class(jsonschema.validators.validator_for(schema),
+                                  safe_ints=protected)
             v = cls(schema, format_checker=format_checker())
-            self._validators[name] = v
+            self._validators[name, protected] = v
         return v
 
-    def problem(self, name: str, args: Mapping[str, Any]) -> str | None:
+    def problem(self, name: str, args: Mapping[str, Any], *,
+                protected: bool = False) -> str | None:
         """What is wrong with ``args`` for tool ``name`` (None: they fit its schema).
+
+        ``protected``: the gate compares the arguments, so an integer outside
+        ``±MAX_SAFE_INTEGER`` where the schema says ``integer`` or ``number`` is refused
+        (see the module docstring).
 
         Returns:
             ``"<argument path>: <what is wrong>"`` (``<arguments>`` for the whole
@@ -140,7 +174,7 @@ class ArgChecks:
         """
         import jsonschema
         try:
-            v = self._validator(name)
+            v = self._validator(name, protected)
             if v.is_valid(args):  # the common case: no error tree to build
                 return None
             err = jsonschema.exceptions.best_match(v.iter_errors(args))
@@ -149,6 +183,12 @@ class ArgChecks:
         if err is None:
             return None
         where = "/".join(str(p) for p in err.absolute_path) or "<arguments>"
+        if protected and err.validator == "type" and unsafe_int(err.instance):
+            return (f"{where}: the integer {err.instance} is outside the safe range "
+                    f"±{MAX_SAFE_INTEGER} (2**53 - 1): a JSON tool that reads numbers as "
+                    f"doubles (JavaScript) holds {int(float(err.instance))}, which other "
+                    "integers round to too, so the tool may not see the value the gate "
+                    "checks; send it as a string")
         if err.validator == "format" and err.validator_value in FORMATS:
             fmt = err.validator_value
             return f"{where}: {err.instance!r} is not a valid {fmt}: expected {FORMATS[fmt]}"

@@ -158,7 +158,7 @@ class _ToolCalls:
             self.gw.trace.note(view.sid, f"unknown tool {name!r} refused")
             raise _invalid(f"Unknown tool: {name}")
         spec = self.gw.manifest.tools.get(name)
-        problem = self.args.problem(name, args)
+        problem = self.args.problem(name, args, protected=spec is not None)
         if problem is not None:
             said = f"Invalid arguments for tool {name}: {problem}"
             if spec is None:  # no fence here: the upstream's own error, as it would say

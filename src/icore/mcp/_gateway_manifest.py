@@ -55,6 +55,7 @@ from icore.mcp._manifest_http import HttpSpec
 from icore.mcp._manifest_values import DEFAULT_MAX_MESSAGE_MB as DEFAULT_MAX_MESSAGE_MB
 from icore.mcp._manifest_values import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
 from icore.mcp._manifest_values import _address, checked_path, checked_text, not_null, read_capped
+from icore.mcp._manifest_values import checked_output as _checked_output
 from icore.mcp._manifest_values import url_problem as url_problem  # re-exported
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
@@ -304,13 +305,12 @@ class GatewayManifest(_Model):
     _file: str = PrivateAttr("<dict>")
     _lines: dict[str, int] = PrivateAttr(default_factory=dict)
 
-    _paths = field_validator("trace")(checked_path)
+    _paths = field_validator("trace")(_checked_output)
 
     @field_validator("otel")
     @classmethod
     def _otel(cls, v: str | None) -> str | None:
-        if v is not None and v.startswith("file:"):
-            checked_path(v.removeprefix("file:"))
+        _checked_output(v.removeprefix("file:")) if v and v.startswith("file:") else None
         checked_text(v)
         return v
 

@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from icore._files import file_identity
+from icore._files import file_identity, written_path_problem
 from icore.errors import redact
 from icore.mcp._gateway_manifest import GatewayManifest, url_problem
 
@@ -59,7 +59,9 @@ def check_outputs(m: GatewayManifest, otel_file: Path | None) -> None:
         icore.mcp.GatewayManifestError: ``store.path`` that exists and is not a folder; ``otel`` or
             ``trace`` naming the manifest or an upstream's program or script (writing it
             would destroy it); ``otel`` and ``trace`` on one file; an output inside
-            ``store.path`` (the owners' SQLite files). Each names the field and its line.
+            ``store.path`` (the owners' SQLite files); an output whose resolved path
+            holds a surrogate (the manifest's folder named in bytes that are not UTF-8:
+            :func:`icore._files.written_path_problem`). Each names the field and its line.
     """
     store = m.resolve(m.store.path) if m.store.backend == "sqlite" and m.store.path else None
     if store is not None and store.exists() and not store.is_dir():
@@ -73,6 +75,8 @@ def check_outputs(m: GatewayManifest, otel_file: Path | None) -> None:
     inputs = {file_identity(p): (what, p) for what, p in reversed(gateway_inputs(m))}
     seen: dict[tuple[object, ...], str] = {}
     for what, out in outputs:
+        if (bad := written_path_problem(out)) is not None:  # the folder it resolved in
+            raise m.error(f"{what} file {ascii(str(out))[1:-1]}: the path {bad}", what)
         key = file_identity(out)
         if key in inputs:
             src, p = inputs[key]

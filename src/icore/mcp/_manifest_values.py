@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from icore._files import path_problem
+from icore._files import path_problem, written_path_problem
 
 MAX_MANIFEST_BYTES = 16 << 20
 """Largest gateway manifest file read, bytes (16 MiB; a bigger one is refused unparsed)."""
@@ -53,6 +53,21 @@ def checked_path(value: str | None) -> str | None:
         return value  # absent (an empty trace keeps it in memory; an empty command is
         # refused by its own check)
     if (bad := path_problem(value)) is not None:
+        raise ValueError(f"{value[:80]!r} cannot name a file: the path {bad}")
+    return value
+
+
+def checked_output(value: str | None) -> str | None:
+    """:func:`checked_path` for a file the gateway writes (``trace``, ``otel: file:``).
+
+    Raises:
+        ValueError: as :func:`checked_path`, or the path holds a surrogate (a name of
+            bytes that are not UTF-8: :func:`icore._files.written_path_problem`, the
+            rule ``RunRecorder.write`` follows too).
+    """
+    if value is None or value == "":
+        return value
+    if (bad := written_path_problem(value)) is not None:
         raise ValueError(f"{value[:80]!r} cannot name a file: the path {bad}")
     return value
 
@@ -124,6 +139,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_MAX_MESSAGE_MB",
     "MAX_MANIFEST_BYTES",
+    "checked_output",
     "checked_path",
     "checked_text",
     "not_null",

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from icore._files import earlier_name
+from icore._flock import close_lock, open_lock
 
 
 def is_gateway_trace(path: Path) -> bool:
@@ -61,7 +62,7 @@ class TraceClaim:
     def release(self) -> None:
         """Release the lock (the lock file stays: the next run's claim takes it). Idempotent."""
         if self.fd >= 0:
-            os.close(self.fd)
+            close_lock(self.fd)
             self.fd = -1
 
     def undo(self) -> None:
@@ -140,19 +141,20 @@ def claim_trace(path: Path, *, limit: int = 1000) -> TraceClaim:
             lock = p.with_name(f".{p.name}.lock")
             while True:  # again when the file locked was removed before the lock held
                 new = not os.path.lexists(lock)
-                fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                # O_CLOEXEC and listed: a forked child of the gateway drops its copy
+                fd = open_lock(lock, os.O_RDWR | os.O_CREAT, 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    os.close(fd)
+                    close_lock(fd)
                     fd = -1
                     break
                 except BaseException:
-                    os.close(fd)
+                    close_lock(fd)
                     raise
                 if _same_file(fd, lock):
                     break
-                os.close(fd)
+                close_lock(fd)
             if fd < 0:
                 continue
             claim = TraceClaim(p, fd, lock, [lock, *made] if new else made, None)

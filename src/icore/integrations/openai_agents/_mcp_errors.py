@@ -11,6 +11,7 @@ error; the recording processor reads it (:func:`mcp_failed`) when the span ends.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -22,7 +23,9 @@ _FAILED: OrderedDict[str, bool] = OrderedDict()
 _MAX = 4096
 """Most spans remembered (a span is read once, when it ends)."""
 _LOCK = threading.Lock()
-_PATCHED = False
+WATCH_MARK = "__icore_watch__"
+"""Attribute marking icore's wrapper of ``MCPUtil.invoke_mcp_tool`` (found by any copy
+of icore: a reload never wraps twice)."""
 
 
 def _note(result: Any) -> None:
@@ -76,13 +79,12 @@ def watch_mcp_errors() -> None:
 
     Wraps ``MCPUtil.invoke_mcp_tool`` (what every SDK MCP tool calls) so its server is
     seen through :class:`_Watched`; nothing else changes (same result, same model text,
-    same spans). An SDK without it: nothing is noted (failures read as before).
+    same spans). An SDK without it: nothing is noted (failures read as before). Only
+    when a run is recorded (``recording()``, never at ``import icore``), once per
+    process: the wrapper carries :data:`WATCH_MARK` and ``__wrapped__``, so a reload of
+    this module or a second copy of icore never wraps it twice.
     """
-    global _PATCHED
     with _LOCK:
-        if _PATCHED:
-            return
-        _PATCHED = True
         try:
             from agents.mcp.util import MCPUtil
         except ImportError:  # pragma: no cover - the SDK without its MCP extra
@@ -91,11 +93,17 @@ def watch_mcp_errors() -> None:
         base = getattr(found, "__func__", None)
         if not isinstance(found, classmethod) or base is None:  # pragma: no cover
             return
+        m, seen = base, 0
+        while m is not None and seen < 64:  # icore's wrapper anywhere in the chain
+            if getattr(m, WATCH_MARK, False) is True:
+                return
+            m, seen = getattr(m, "__wrapped__", None), seen + 1
 
+        @functools.wraps(base)
         async def invoke_mcp_tool(cls: Any, server: Any, *args: Any, **kwargs: Any) -> Any:
             return await base(cls, _Watched(server), *args, **kwargs)
 
-        invoke_mcp_tool.__doc__ = base.__doc__
+        setattr(invoke_mcp_tool, WATCH_MARK, True)
         MCPUtil.invoke_mcp_tool = classmethod(invoke_mcp_tool)  # type: ignore[method-assign,assignment]
 
 

@@ -9,6 +9,7 @@ as that exact request; the messages and the record of a call refused
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import threading
@@ -51,7 +52,9 @@ agent: the approvals given in this process."""
 _USED: OrderedDict[_Key, Any] = OrderedDict()
 """Approvals given here that a run of their call used up (same keys as _WITNESSED)."""
 _WITNESS_LOCK = threading.Lock()
-_PATCHED = False
+WITNESS_MARK = "__icore_witness__"
+"""Attribute naming icore's wrapper of ``RunContextWrapper.approve_tool`` (its value: the
+function noting an approval), found by any copy of icore: a reload never wraps twice."""
 
 
 def _item_key(item: Any) -> tuple[Any, str, str] | None:
@@ -86,14 +89,20 @@ def witness_approvals() -> None:
     ``always_approve=True``: every call of that agent's tool). An approval the run state
     holds that did not (it came with a saved state: written into the JSON, or given in
     another process) approves nothing (#29, fail closed).
+
+    The SDK is changed only here, on the first fenced Agents SDK tool (never by importing
+    icore), once per process: the wrapper carries :data:`WITNESS_MARK` and
+    ``__wrapped__`` (the SDK's method), found anywhere in the chain of wrappers, so a
+    reload of this module, a second copy of icore or a wrapper another library put on top
+    never gets icore's wrapper twice. :func:`unwitness_approvals` takes it off again.
     """
-    global _PATCHED
     from agents.run_context import RunContextWrapper
     with _WITNESS_LOCK:
-        if _PATCHED:
+        if _ours(RunContextWrapper.approve_tool) is not None:
             return
         base = RunContextWrapper.approve_tool
 
+        @functools.wraps(base)
         def approve_tool(self: Any, approval_item: Any, *args: Any, **kwargs: Any) -> None:
             # the SDK's own call first: an approval it refuses (raises) is never noted;
             # later SDK parameters pass through unchanged
@@ -106,9 +115,36 @@ def witness_approvals() -> None:
                     if always is True:
                         _note(key[0], key[1], None)
 
-        approve_tool.__doc__ = base.__doc__
+        setattr(approve_tool, WITNESS_MARK, True)
         RunContextWrapper.approve_tool = approve_tool  # type: ignore[method-assign]
-        _PATCHED = True
+
+
+def _ours(method: Any) -> Any:
+    """Icore's wrapper in ``method``'s chain of ``__wrapped__`` (None: not wrapped)."""
+    seen = 0
+    while method is not None and seen < 64:  # a chain that loops ends here
+        if getattr(method, WITNESS_MARK, False) is True:
+            return method
+        method, seen = getattr(method, "__wrapped__", None), seen + 1
+    return None
+
+
+def unwitness_approvals() -> bool:
+    """Take icore's wrapper off ``RunContextWrapper.approve_tool``; True when it was on.
+
+    Only when it is the outermost wrapper: under another library's wrapper it stays (that
+    wrapper holds it as its base and restoring the SDK's method would drop it too), and
+    False is returned. Approvals given after it is off are not noted, so a fenced tool's
+    approved call fails closed until :func:`witness_approvals` runs again (the next
+    fenced tool made).
+    """
+    from agents.run_context import RunContextWrapper
+    with _WITNESS_LOCK:
+        now = RunContextWrapper.__dict__.get("approve_tool")
+        if now is None or getattr(now, WITNESS_MARK, False) is not True:
+            return False
+        RunContextWrapper.approve_tool = now.__wrapped__  # type: ignore[method-assign]
+        return True
 
 
 def witnessed(agent: Any, name: str, call_id: Any, *, consume: bool = False) -> bool:

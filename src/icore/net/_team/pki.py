@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from icore._files import folder_turn, not_a_regular_file, path_problem
+from icore._files import folder_turn, not_a_regular_file, written_path_problem
 from icore._tls import (
     AGENT_ID_RE,
     RESERVED_AGENT_ID,
@@ -186,7 +186,8 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
     Raises:
         TeamManifestError (a ValueError): ``agents`` is no list of valid agent ids,
             ``days`` is no int in ``1..MAX_CERT_DAYS``, ``out_dir`` names no folder
-            (None, a NUL byte, a lone surrogate) or is a file (field named).
+            (None, a NUL byte, a lone surrogate, bytes that are not UTF-8: ``icore
+            certs --dir`` refuses it too) or is a file (field named).
         ValueError: an existing CA that does not load
             (including a ``ca.key``/``ca.crt`` that is not a regular file, such as a
             FIFO: refused by kind without opening it).
@@ -203,7 +204,7 @@ def init_team_certs(out_dir: str | os.PathLike[str], agents: Sequence[str], *,
     except ValueError as exc:
         raise TeamManifestError(str(exc), field="days" if "days" in str(exc) else
                                 "agents") from None
-    if (bad := path_problem(out_dir)) is not None:
+    if (bad := written_path_problem(out_dir)) is not None:
         raise TeamManifestError(f"the certs folder {bad}", field="out_dir")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
