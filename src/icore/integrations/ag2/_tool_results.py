@@ -29,6 +29,7 @@ from icore.integrations._arg_problems import invalid_args_message
 from icore.integrations._failed import Failed, leaves_open
 from icore.integrations._json_args import bounded_value, read_json
 from icore.integrations._json_args import given_args as args_as_given
+from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._tool_failed import describe
 from icore.workspace import ReplanFailed
 
@@ -107,11 +108,22 @@ def ran(event: Any, body: bool = True) -> Result | Failed:
     ``body`` False: the tool's body was never entered (:data:`BODY`): an error event
     then came from a layer before it (AG2's own argument check, a policy middleware),
     and is :class:`Failed` with ``ran=False`` (recorded as not run, #28).
+    A started body's failure that leaves the outcome open is told to the model as such
+    (:func:`~icore.integrations._rerun.unknown_outcome_text`: it may have run, check its
+    effect before calling again), not as AG2's bare traceback (QA qa-new13a S3: the model
+    paid again).
     """
     result = Result(event)
     if isinstance(event, ToolErrorEvent):
-        return Failed(result, describe(event.error), ran=body,
-                      open=body and leaves_open(event.error))
+        error = describe(event.error)
+        open_ = body and leaves_open(event.error)
+        if open_:
+            told = ToolErrorEvent(parent_id=event.parent_id, name=event.name,
+                                  error=event.error, result=ToolResult(
+                                      unknown_outcome_text(event.name, error[:500])))
+            result = Result(told)
+            result.content = said(told)
+        return Failed(result, error, ran=body, open=open_)
     return result
 
 
