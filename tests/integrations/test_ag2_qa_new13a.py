@@ -72,3 +72,88 @@ def test_a_body_that_raised_is_told_to_the_model_as_outcome_unknown(
         assert "Traceback" not in text and text in out["content"]
     else:
         assert "bank gateway timed out" in text and "outcome is unknown" not in text
+
+
+_CTRL_C_APP = '''
+import asyncio, json, sys, time
+from ag2 import Agent, tool
+from ag2.middleware.builtin.tools.approval import approval_required
+from ag2.events import ToolCallEvent
+from ag2.testing import TestConfig
+from icore.integrations import RunRecorder
+from icore.integrations.ag2 import fenced_tool, record_agents
+from icore.workspace import Workspace
+
+RAN = []
+def ship(order_id: str) -> str:
+    """Ship."""
+    RAN.append(order_id)
+    return "shipped"
+def human(req):
+    print("asked", flush=True)
+    time.sleep(4)  # a sync hook runs in a thread: the run ends once it returns
+    return "yes"
+t = tool(ship, middleware=[approval_required()])
+ws = Workspace({"order/*": "sales"})
+ws.put("order/1", {"c": "B"}, by="sales")
+h = ws.agent("s")
+h.read("order/1")
+if sys.argv[1] == "fence":
+    t = fenced_tool(t, agent=h, depends_on={"order/1"})
+cfg = TestConfig(ToolCallEvent("ship", arguments=json.dumps({"order_id": "1"})), "done",
+                 raise_tool_errors=False)
+a = Agent("a", config=cfg, tools=[t], hitl_hook=human)
+rec = RunRecorder("r")
+record_agents(rec, a)
+try:
+    asyncio.run(a.ask("go"))
+finally:
+    rec.write(sys.argv[2])
+    print("RAN", RAN, flush=True)
+'''
+
+
+@pytest.mark.parametrize("mode", ["fence", "rec"])
+def test_ctrl_c_while_a_human_decides_is_a_cancelled_run_not_a_pause(
+        tmp_path: Any, mode: str) -> None:
+    """S3 (sigint/plain.py): SIGINT while the human decides an approval was recorded as
+    a pause ("paused, waiting for a human", ``human_input: "CancelledError"``), and with
+    ``record_agents`` alone as "cancelled while the tool ran" (it never ran). Now: a
+    cancelled run naming the call waiting for approval; the audit says it did not end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from .test_recording_truthful import _audit
+
+    app = tmp_path / "app.py"
+    app.write_text(_CTRL_C_APP, encoding="utf-8")
+    trace = tmp_path / "t.jsonl"
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with subprocess.Popen([sys.executable, str(app), mode, str(trace)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "asked"
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode != 0 and "RAN []" in out, err
+    lines = [json.loads(x) for x in trace.read_text(encoding="utf-8").splitlines()]
+    last = lines[-1]
+    assert last["kind"] == "thought" and last.get("cancelled") is True
+    assert "pause" not in last and "human_input" not in last
+    assert last["content"] == (
+        "the run stopped: CancelledError: the run was cancelled (Ctrl-C / task cancelled) "
+        "while waiting for a human's approval of ship {\"order_id\": \"1\"}; the call did "
+        "not run")
+    _code, _text, run_ = _audit(trace)
+    assert run_["paused"] is False and run_["summary"]["terminal"] is False
+    assert [d["defect"] for d in run_["diagnoses"]] == ["terminal"]
