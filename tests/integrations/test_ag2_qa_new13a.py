@@ -131,7 +131,9 @@ def test_ctrl_c_while_a_human_decides_is_a_cancelled_run_not_a_pause(
     app = tmp_path / "app.py"
     app.write_text(_CTRL_C_APP, encoding="utf-8")
     trace = tmp_path / "t.jsonl"
-    src = str(Path(__file__).resolve().parents[2] / "src")
+    import icore
+
+    src = str(Path(icore.__file__).resolve().parents[1])  # the icore under test
     env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with subprocess.Popen([sys.executable, str(app), mode, str(trace)], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
