@@ -159,3 +159,28 @@ def test_ctrl_c_while_a_human_decides_is_a_cancelled_run_not_a_pause(
     _code, _text, run_ = _audit(trace)
     assert run_["paused"] is False and run_["summary"]["terminal"] is False
     assert [d["defect"] for d in run_["diagnoses"]] == ["terminal"]
+
+
+@pytest.mark.parametrize("fenced", [True, False])
+def test_a_call_of_a_tool_that_does_not_exist_is_recorded_not_run(fenced: bool) -> None:
+    """S4 (unknown_tool.py): AG2 answers a call of an unknown tool name with a
+    ``ToolNotFoundEvent`` (no tool middleware runs); the trace showed the model's call
+    and nothing after. Now a failed call that did not run, with the arguments given."""
+    h = _budget()
+
+    def pay(trip_id: str) -> str:
+        """Pay."""
+        return "paid"
+
+    tool_ = fenced_tool(pay, agent=h, depends_on={"budget/T1"}) if fenced else pay
+    cfg = TestConfig(call("pay_now", trip_id="T1"), "ok", raise_tool_errors=False)
+    agent = Agent("clerk", config=cfg, tools=[tool_])
+    rec = RunRecorder("u")
+    record_agents(rec, agent)
+    run(agent)
+    [line] = [e for e in rec.events if e["kind"] == "tool_output"]
+    assert line["tool"] == "pay_now" and line["args"] == {"trip_id": "T1"}
+    assert line["exitcode"] == 1 and line["ran"] is False
+    assert line["reason"] == "unknown_tool"
+    assert line["content"] == "ERROR: ToolNotFoundError: Tool `pay_now` not found"
+    assert [e["kind"] for e in rec.events][-1] == "termination"

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ag2 import Middleware
-from ag2.events import ToolApprovalRequest, ToolErrorEvent
+from ag2.events import ToolApprovalRequest, ToolErrorEvent, ToolNotFoundEvent
 from ag2.exceptions import HumanInputError
 from ag2.middleware import BaseMiddleware
 
@@ -99,6 +99,9 @@ class ChatRecorder:
         self._started = False
         self._waiting: list[tuple[str, str, Any]] = []
         """Tool calls stopped at a human question no one answered: (agent, tool, args)."""
+        self._calls: dict[str, str] = {}
+        self._answered: dict[str, None] = {}
+        """The model's arguments of its latest tool calls, by call id (bounded)."""
         self._approval = False
         """Whether a question of :attr:`_waiting` was an approval of its call."""
         self._lock = threading.Lock()
@@ -176,6 +179,33 @@ class ChatRecorder:
                           f"the run stopped: {text}", error=text, cancelled=True,
                           approvals=[{"tool": t, "args": a} for _, t, a in waiting])
 
+    def called(self, calls: Any) -> None:
+        """Note the arguments of a model response's tool calls (for :meth:`not_found`)."""
+        with self._lock:
+            for c in calls:
+                self._calls[str(c.id)] = c.arguments
+            while len(self._calls) > _MAX_CALLS:
+                self._calls.pop(next(iter(self._calls)))
+
+    def not_found(self, agent: str, event: Any) -> None:
+        """A call of a tool name the agent does not have (AG2's ``ToolNotFoundEvent``).
+
+        AG2 answers it without running any tool middleware; recorded as a failed call
+        that did not run (``ran: false``, ``reason: "unknown_tool"``, the text the model
+        read), so the trace does not end at the model's call (QA qa-new13a S4).
+        """
+        with self._lock:
+            raw = self._calls.pop(str(event.parent_id), None)
+        if raw is None and str(event.parent_id) in self._answered:
+            return  # recorded already (the same stream seen from two agents)
+        self._answered[str(event.parent_id)] = None
+        while len(self._answered) > _MAX_CALLS:
+            self._answered.pop(next(iter(self._answered)))
+        text = describe(event.error)
+        self.recorder.tool_call(agent, event.name, _args(raw or "{}"), f"ERROR: {text}",
+                                error=True, ran=False, reason="unknown_tool",
+                                error_text=text)
+
     def middleware(self, agent: str) -> Middleware:
         """The ``ag2.Middleware`` recording one agent's turns."""
         return Middleware(_AgentRecording, chat=self, agent=agent)
@@ -208,8 +238,14 @@ class _AgentRecording(BaseMiddleware):
         token = CALLING_AGENT.set(self.agent)
         in_ask = _IN_ASK.set(self.chat)
         _conv, conv_token = enter(context)  # its tools' reads: of this conversation
+        chat, me = self.chat, self.agent
+
+        async def not_found(event: ToolNotFoundEvent) -> None:
+            chat.not_found(me, event)
+
         try:
-            response = await call_next(event, context)
+            with context.stream.where(ToolNotFoundEvent).sub_scope(not_found):
+                response = await call_next(event, context)
         except HumanInputError as exc:  # no one answered a human question: a pause
             if not nested:
                 self.chat.pause(self.agent, exc)
@@ -234,6 +270,7 @@ class _AgentRecording(BaseMiddleware):
         response = await call_next(events, context)
         calls = getattr(getattr(response, "tool_calls", None), "calls", None) or []
         if calls:
+            self.chat.called(calls)
             named = [{"name": c.name, "args": _args(c.arguments)} for c in calls]
             text = _text(response) or f"calls {[c['name'] for c in named]}"
             self.chat.recorder.turn(self.agent, text, tool_calls=named)
@@ -284,6 +321,8 @@ class _AgentRecording(BaseMiddleware):
         return result
 
 
+_MAX_CALLS = 1024
+"""Tool calls whose arguments are kept for a ``ToolNotFoundEvent`` (the latest)."""
 _CANCELLED = (asyncio.CancelledError, KeyboardInterrupt)
 """A run stopped by its user (Ctrl-C, a cancelled task)."""
 
