@@ -184,3 +184,66 @@ def test_a_call_of_a_tool_that_does_not_exist_is_recorded_not_run(fenced: bool) 
     assert line["reason"] == "unknown_tool"
     assert line["content"] == "ERROR: ToolNotFoundError: Tool `pay_now` not found"
     assert [e["kind"] for e in rec.events][-1] == "termination"
+
+
+@pytest.mark.parametrize("token", ["NaN", "1e999", "-Infinity"])
+def test_a_non_finite_argument_is_refused_invalid_arguments_naming_it(token: str) -> None:
+    """S4 (bad_args.py nan_amount): ``NaN`` / ``1e999`` was refused ``args_not_json``
+    with the record's internal field path, and the trace held ``"amount": "nan"``. Now
+    ``invalid_arguments`` naming the argument, and the arguments kept as the model's
+    text; the body never runs."""
+    h = _budget()
+    paid: list[float] = []
+
+    def pay(trip_id: str, amount: float = 0.0) -> str:
+        """Pay."""
+        paid.append(amount)
+        return "paid"
+
+    safe = fenced_tool(pay, agent=h, depends_on=lambda a: {f"budget/{a['trip_id']}"})
+    raw = '{"trip_id": "T1", "amount": %s}' % token
+    cfg = TestConfig(call("get_budget", trip_id="T1"), ToolCallEvent("pay", arguments=raw),
+                     "ok", raise_tool_errors=False)
+
+    def get_budget(trip_id: str) -> dict[str, Any]:
+        """Read a budget."""
+        return dict(h.read(f"budget/{trip_id}"))
+
+    agent = Agent("clerk", config=cfg, tools=[get_budget, safe])
+    rec = RunRecorder("nan")
+    record_agents(rec, agent)
+    [text] = _told(run(agent), "pay")
+    assert paid == []
+    assert text == ("the arguments of pay do not fit its schema: amount: not a finite "
+                    "number. Nothing ran; call pay again with the arguments corrected.")
+    [out] = [e for e in rec.events if e.get("tool") == "pay" and e["kind"] == "tool_output"]
+    assert out["reason"] == "invalid_arguments" and out["args"] == {"raw": raw}
+    assert "nan" not in json.dumps(out["args"]).replace(token, "")
+
+
+def test_the_shared_argument_check_names_non_finite_numbers() -> None:
+    """Every integration normalises through ``ArgNormalizer`` and tells the model with
+    ``invalid_args_message``: both name a nested NaN by its path."""
+    from pydantic import BaseModel
+
+    from icore.errors import IntegrationError
+    from icore.integrations import ArgNormalizer
+    from icore.integrations._arg_problems import invalid_args_message
+    from icore.integrations._json_args import given_args
+
+    class Line(BaseModel):
+        qty: float
+
+    class Order(BaseModel):
+        lines: list[Line]
+        total: float = 0.0
+
+    args = {"lines": [{"qty": 1.0}, {"qty": float("nan")}], "total": float("inf")}
+    with pytest.raises(IntegrationError) as err:
+        ArgNormalizer(Order, name="order")(args)
+    assert err.value.fields["error"] == ("lines.1.qty: not a finite number; total: not a "
+                                         "finite number")
+    assert "lines.1.qty: not a finite number; total: not a finite number. Nothing ran" \
+        in invalid_args_message("order", Order, args)
+    assert given_args('{"total": NaN}') == {"raw": '{"total": NaN}'}
+    assert given_args('{"total": 1.5}') == {"total": 1.5}

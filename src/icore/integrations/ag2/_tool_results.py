@@ -25,7 +25,7 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import GateDecision, Reason
 from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
-from icore.integrations._arg_problems import invalid_args_message
+from icore.integrations._arg_problems import invalid_args_message, non_finite
 from icore.integrations._failed import Failed, leaves_open
 from icore.integrations._json_args import bounded_value, read_json
 from icore.integrations._json_args import given_args as args_as_given
@@ -167,10 +167,11 @@ def given_args(event: ToolCallEvent) -> dict[str, Any]:
     """The arguments AG2 runs (:func:`run_args`) when an object, else the model's text.
 
     The text as given (:func:`~icore.integrations._json_args.given_args`:
-    ``{"raw": text}``).
+    ``{"raw": text}``), also for an object holding a NaN or an infinity.
     """
     args, _why = run_args(event)
-    return args if isinstance(args, dict) else args_as_given(event.arguments)
+    return args if isinstance(args, dict) and not non_finite(args) else \
+        args_as_given(event.arguments)
 
 
 def error_event(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:
