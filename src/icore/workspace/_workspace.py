@@ -218,7 +218,8 @@ class Workspace(KeyChecks):
             WorkspaceError: as for the constructor (which refuses an owner name that is
                 not a safe file name, :data:`~icore.workspace._keys.OWNER_NAME`, for every
                 store: ``../x`` or ``a/b`` would put its database outside the folder);
-                ``directory`` is neither a str nor a path (e.g. None) or is empty.
+                ``directory`` is neither a str nor a path (e.g. None) or is empty, or it
+                (or a folder above it) is a file, not a folder (``directory``).
         """
         if not isinstance(directory, str | os.PathLike) or not str(directory):
             raise WorkspaceError(
@@ -227,6 +228,13 @@ class Workspace(KeyChecks):
                 fix="Workspace.sqlite(facts, 'data/owners')")
         probe = cls(facts, stores={}, remote=_NoOwners())
         folder = Path(directory)
+        for at in (folder, *folder.parents):  # the nearest existing one: a folder
+            if at.exists() or at.is_symlink():
+                if not at.is_dir():
+                    raise WorkspaceError(f"{str(at)!r} is a file, not a folder: the owners' "
+                                         "SQLite files need a folder", directory=str(folder),
+                                         fix="name a folder (it is created if missing)")
+                break
         stores: dict[str, Store] = {
             o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)
             for o in sorted(probe.ownership.owners())}
