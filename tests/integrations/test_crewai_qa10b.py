@@ -190,7 +190,8 @@ def test_the_trace_is_strict_json_for_non_finite_arguments(tmp_path: Path) -> No
 
     lines = [json.loads(ln, parse_constant=bare) for ln in text.splitlines()]
     args = [x["args"] for x in lines if x.get("tool") == "pay" and "args" in x]
-    assert args and all(x["amount"] == "nan" for x in args)
+    # QA qa-new13a S4: refused invalid_arguments, kept as the model's JSON text
+    assert args and all(x == {"raw": '{"team_name": "travel", "amount": NaN}'} for x in args)
 
 
 def test_attempts_hold_only_unknown_outcomes_per_turn() -> None:

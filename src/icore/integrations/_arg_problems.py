@@ -111,11 +111,28 @@ def refused_args(rec: RunRecorder, agent: str, tool: str, args: Any, said: str) 
     Written as :func:`~icore.integrations._refusals.refused_call` writes any refusal
     before the gate (reason :data:`~icore.integrations._refusals.ARGS_INVALID`), so the
     call is in the trace as a plain tool's same error is (QA qa-fw7 S3). ``args`` that
-    are not a JSON object are kept under ``input``. Returns ``said``.
+    are not a JSON object are kept under ``input``; arguments holding a NaN or an
+    infinity as their JSON text under ``raw`` (strict JSON has no such number). Returns
+    ``said``.
     """
     from icore.integrations._refusals import ARGS_INVALID, refused_call
+
+    refused_call(rec, agent, tool, as_given(args), said, reason=ARGS_INVALID)
+    return said
+
+
+def as_given(args: Any) -> dict[str, Any]:
+    """Refused arguments as a trace line holds them (bounded; JSON text if non-finite).
+
+    Not a mapping: under ``input``. Holding a NaN or an infinity: their JSON text under
+    ``raw`` (strict JSON has no such number; ``"nan"`` would read as a string the model
+    never sent, QA qa-new13a S4).
+    """
     from icore.integrations._trace_data import bounded_args
 
-    given = bounded_args(args) if isinstance(args, Mapping) else {"input": args}
-    refused_call(rec, agent, tool, given, said, reason=ARGS_INVALID)
-    return said
+    if not isinstance(args, Mapping):
+        return {"input": args}
+    if non_finite(args):
+        return {"raw": json.dumps(args, default=str)[:2000]}
+    return bounded_args(args)
+
