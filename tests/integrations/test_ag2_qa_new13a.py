@@ -7,7 +7,6 @@ by ``record_agents``; a real subprocess for Ctrl-C.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -201,7 +200,7 @@ def test_a_non_finite_argument_is_refused_invalid_arguments_naming_it(token: str
         return "paid"
 
     safe = fenced_tool(pay, agent=h, depends_on=lambda a: {f"budget/{a['trip_id']}"})
-    raw = '{"trip_id": "T1", "amount": %s}' % token
+    raw = '{"trip_id": "T1", "amount": ' + token + "}"
     cfg = TestConfig(call("get_budget", trip_id="T1"), ToolCallEvent("pay", arguments=raw),
                      "ok", raise_tool_errors=False)
 

@@ -56,8 +56,9 @@ def test_crewai_summarizing_is_no_agents_turn() -> None:
 def test_refused_arguments_leave_a_bounded_tool_output() -> None:
     """Calls the model got wrong: ``qty: "lots"`` (CrewAI's own schema check refuses
     it, and CrewAI retries it; main: no line at all), ``amount: NaN`` and a 4.5 MB
-    ``note`` (refused ``invalid_arguments`` / ``args_too_large``; main: ``"args": {}``). Each leaves a
-    failed ``tool_output`` with the arguments given, bounded; the lines are strict JSON."""
+    ``note`` (refused ``invalid_arguments`` / ``args_too_large``; main: ``"args": {}``).
+    Each leaves a failed ``tool_output`` with the arguments given, bounded; the lines
+    are strict JSON."""
     import json
 
     from crewai.tools import tool

@@ -101,7 +101,8 @@ def test_untraced_failure_is_recorded_and_audited_as_failed(tmp_path: Path,
 
 def test_untraced_custom_failure_function_is_kept(untraced: RunConfig) -> None:
     """A tool's own ``failure_error_function`` still writes the model's text, followed
-    by the unknown outcome (QA qa-new13a S3); the call is recorded failed. A tool that succeeds is recorded as it ran."""
+    by the unknown outcome (QA qa-new13a S3); the call is recorded failed. A tool that
+    succeeds is recorded as it ran."""
     @function_tool(failure_error_function=lambda ctx, e: f"sorry: {e}")
     async def book(flight: str) -> str:
         """Explodes after authorization (async)."""

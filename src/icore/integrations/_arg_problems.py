@@ -44,7 +44,7 @@ def non_finite(value: Any, where: str = "") -> list[str]:
         if isinstance(v, float) and not math.isfinite(v):
             out.append(at or "(arguments)")
         elif isinstance(v, Mapping):
-            todo.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(v.items()))
+            todo.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
         elif isinstance(v, list | tuple):
             todo.extend((x, f"{at}.{i}" if at else str(i))
                         for i, x in reversed(list(enumerate(v))))

@@ -281,9 +281,10 @@ class _AgentRecording(BaseMiddleware):
         asks = _ASKS.get()
         if asks is None:
             return await call_next(event, context)
-        asks.asked[getattr(event, "id", id(event))] = event
+        key = str(getattr(event, "id", "") or id(event))
+        asks.asked[key] = event
         answer = await call_next(event, context)
-        asks.asked.pop(getattr(event, "id", id(event)), None)
+        asks.asked.pop(key, None)
         return answer
 
     async def on_tool_execution(self, call_next: Any, event: Any, context: Any) -> Any:

@@ -120,7 +120,7 @@ def ran(event: Any, body: bool = True) -> Result | Failed:
         if open_:
             told = ToolErrorEvent(parent_id=event.parent_id, name=event.name,
                                   error=event.error, result=ToolResult(
-                                      unknown_outcome_text(event.name, error[:500])))
+                                      unknown_outcome_text(str(event.name), error[:500])))
             result = Result(told)
             result.content = said(told)
         return Failed(result, error, ran=body, open=open_)
