@@ -393,7 +393,8 @@ def test_a_gateway_refusal_then_a_call_let_through_is_honest(tmp_path: Path) -> 
 def test_a_run_stopped_by_a_setup_mistake_or_at_an_approval_says_why() -> None:
     """A ``depends_on`` that fails on the model's arguments stops ``ask`` (a setup
     mistake): the trace ends with "the run stopped: WorkspaceError: ...". A run cancelled
-    while a human decides on a call (Ctrl-C at the approval) is a pause naming that call."""
+    while a human decides on a call (Ctrl-C at the approval) was the user's stop, not a
+    pause (QA qa-new13a): a cancelled run naming that call, which did not run."""
     ws, shipper, _ = orders()
 
     def ship(order_id: str) -> str:
@@ -423,8 +424,10 @@ def test_a_run_stopped_by_a_setup_mistake_or_at_an_approval_says_why() -> None:
     with pytest.raises(asyncio.CancelledError):
         run(agent)
     last = rec.events[-1]
-    assert last["pause"] and last["approvals"] == [{"tool": "ship", "args": {"order_id": "42"}}]
-    assert "waiting for a human's answer about ship" in last["content"]
+    assert "pause" not in last and last["cancelled"] is True
+    assert last["approvals"] == [{"tool": "ship", "args": {"order_id": "42"}}]
+    assert "cancelled (Ctrl-C / task cancelled) while waiting for a human's approval of " \
+        "ship" in last["content"]
 
 
 def test_reasons_say_the_message_without_the_class_path_and_write_needs_a_name(

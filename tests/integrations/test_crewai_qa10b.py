@@ -190,7 +190,8 @@ def test_the_trace_is_strict_json_for_non_finite_arguments(tmp_path: Path) -> No
 
     lines = [json.loads(ln, parse_constant=bare) for ln in text.splitlines()]
     args = [x["args"] for x in lines if x.get("tool") == "pay" and "args" in x]
-    assert args and all(x["amount"] == "nan" for x in args)
+    # QA qa-new13a S4: refused invalid_arguments, kept as the model's JSON text
+    assert args and all(x == {"raw": '{"team_name": "travel", "amount": NaN}'} for x in args)
 
 
 def test_attempts_hold_only_unknown_outcomes_per_turn() -> None:
@@ -208,3 +209,24 @@ def test_attempts_hold_only_unknown_outcomes_per_turn() -> None:
     assert att.earlier("turn-1", {"amount": 5}) == "TimeoutError: gateway"
     att.note("t255", {"amount": 255}, TimeoutError("x"))  # one more: the oldest forgotten
     assert att.earlier("turn-1", {"amount": 5}) is None
+
+
+def test_the_model_reads_that_a_failed_call_may_have_run() -> None:
+    """QA qa-new13a S3: the model read only the tool's error ("TimeoutError: ...") and
+    called again in its next message. CrewAI tries the failed call again itself: the
+    refusal of that retry is what the model reads, and says the call may have run and to
+    check its effect first (the wording of every integration)."""
+    seen: list[str] = []
+
+    def look(messages: Any) -> str:
+        seen.append(json.dumps(messages, default=str))
+        return "Final Answer: not sure it was charged"
+
+    crew, runs = _charge_crew(TimeoutError("bank gateway timed out"), [
+        act("get_card", card="C1"), act("charge", card="C1", amount=40), look])
+    with recording(RunRecorder("told")):
+        crew.kickoff()
+    assert runs == [40] and seen
+    assert "failed a moment ago with TimeoutError: bank gateway timed out; it may have " \
+        "run" in seen[-1]
+    assert "check its effect before calling charge again" in seen[-1]

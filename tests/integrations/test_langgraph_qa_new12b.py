@@ -222,3 +222,30 @@ def test_a_no_effect_tool_exception_is_read_by_the_model_and_counted_failed(
     got, text, _run = _audit(rec.write(tmp_path / "d.jsonl"), "--fail-on", "unknown")
     assert got == 0 and "protected actions of declined: 1 (1 failed after authorization)" \
         in text
+
+
+def test_a_tool_exception_after_the_body_started_is_told_as_outcome_unknown() -> None:
+    """QA qa-new13a S3: a ``ToolException`` (LangChain hands its message to the model)
+    from a body that started may follow its effect: the model reads that the call may
+    have run and to check its effect before calling again, not only the message."""
+    shop = Shop()
+    n = [0]
+
+    @tool
+    def ship(order_id: int, city: str) -> str:
+        """Ship an order to a city."""
+        shop.shipped.append(city)
+        raise ToolException("carrier timed out")
+
+    safe = fenced_tool(ship, agent=shop.shipper, depends_on=lambda a: {f"order/{a['order_id']}"})
+    app = _react([shop.get_order, safe], iter([
+        _msg(("get_order", {"order_id": 42}), n=n),
+        _msg(("ship", {"order_id": 42, "city": "Berlin"}), n=n), AIMessage("unsure")]),
+        InMemorySaver())
+    out = app.invoke({"messages": [HumanMessage("ship")]}, _cfg(RunRecorder("te")))
+    last = _tool_msgs(out)[-1]
+    assert shop.shipped == ["Berlin"] and last.status == "error"
+    assert str(last.content) == (
+        "ship failed with ToolException: carrier timed out; it may have run (it started "
+        "before it failed), so its outcome is unknown: check its effect before calling "
+        "ship again, or report the unknown outcome")

@@ -71,8 +71,9 @@ def _outputs(res: Any) -> list[str]:
 def test_untraced_failure_is_recorded_and_audited_as_failed(tmp_path: Path,
                                                             untraced: RunConfig,
                                                             kind: type[Exception]) -> None:
-    """The gate authorized ``book``, which raised: the model reads the SDK's text, the
-    recording says ``exitcode 1`` with the exception, the audit counts it outcome
+    """The gate authorized ``book``, which raised: the model reads that the call may
+    have run, to check its effect first (QA qa-new13a S3; ``NoEffect``: the SDK's text,
+    as unfenced), the recording says ``exitcode 1`` with the exception, the audit counts it outcome
     unknown (``NoEffect``: failed after authorization)."""
     def book(flight: str) -> str:
         """Explodes after authorization."""
@@ -80,7 +81,13 @@ def test_untraced_failure_is_recorded_and_audited_as_failed(tmp_path: Path,
 
     rec = RunRecorder("untraced")
     res = _fenced_run(book, untraced, rec)
-    assert "An error occurred while running the tool" in _outputs(res)[1]  # as unfenced
+    told = _outputs(res)[1]
+    if kind is NoEffect:
+        assert "An error occurred while running the tool" in told  # as unfenced
+    else:
+        assert told == ("book failed with RuntimeError: carrier down; it may have run (it "
+                        "started before it failed), so its outcome is unknown: check its "
+                        "effect before calling book again, or report the unknown outcome")
     ran = _ran(rec, "book")
     assert len(ran) == 1 and ran[0]["exitcode"] == 1 and ran[0]["failed"] is True
     assert ran[0]["error_text"] == f"{kind.__name__}: carrier down"
@@ -93,8 +100,9 @@ def test_untraced_failure_is_recorded_and_audited_as_failed(tmp_path: Path,
 
 
 def test_untraced_custom_failure_function_is_kept(untraced: RunConfig) -> None:
-    """A tool's own ``failure_error_function`` still writes the model's text; the call
-    is recorded failed. A tool that succeeds is recorded as it ran."""
+    """A tool's own ``failure_error_function`` still writes the model's text, followed
+    by the unknown outcome (QA qa-new13a S3); the call is recorded failed. A tool that
+    succeeds is recorded as it ran."""
     @function_tool(failure_error_function=lambda ctx, e: f"sorry: {e}")
     async def book(flight: str) -> str:
         """Explodes after authorization (async)."""
@@ -102,7 +110,10 @@ def test_untraced_custom_failure_function_is_kept(untraced: RunConfig) -> None:
 
     rec = RunRecorder("custom")
     res = _fenced_run(book, untraced, rec)
-    assert _outputs(res)[1] == "sorry: no seat on LH100"
+    assert _outputs(res)[1] == ("sorry: no seat on LH100\nbook failed with ValueError: no "
+                                "seat on LH100; it may have run (it started before it "
+                                "failed), so its outcome is unknown: check its effect "
+                                "before calling book again, or report the unknown outcome")
     ran = _ran(rec, "book")
     assert [e["exitcode"] for e in ran] == [1]
     assert ran[0]["error_text"] == "ValueError: no seat on LH100"

@@ -116,7 +116,8 @@ def test_tool_raising_after_authorization_is_recorded_as_failed(tmp_path: Path) 
     with recording(rec, exclusive=True):
         res = asyncio.run(Runner.run(agent, "go"))
     outs = [str(i.output) for i in res.new_items if i.type == "tool_call_output_item"]
-    assert "error occurred" in outs[1]  # the model reads the SDK's text, as unfenced
+    # the model reads that the call may have run (QA qa-new13a S3), not "Please try again"
+    assert "boom failed with RuntimeError: carrier down; it may have run" in outs[1]
     gate = [e["gate"] for e in rec.events if e.get("gate")]
     ran = [e for e in rec.events if e["kind"] == "tool_output" and e["tool"] == "boom"]
     assert [g["outcome"] for g in gate] == ["authorized"]

@@ -379,3 +379,16 @@ def test_a_value_over_the_record_limit_is_said_too_large_not_no_json() -> None:
     assert err.value.fields["size"] == MAX_CONTENT_BYTES + 2  # the JSON string's quotes
     assert err.value.fields["limit"] == MAX_CONTENT_BYTES
     assert "no JSON value" not in err.value.message
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_sqlite_on_a_file_is_a_workspace_error_naming_it(tmp_path: Path, below: str) -> None:
+    """QA qa-new13a S4: ``Workspace.sqlite(facts, "afile")`` with ``afile`` a regular
+    file raised ``StoreError ... [Errno 17] File exists ... (path='afile/p.db')``; now a
+    typed ``WorkspaceError`` saying the folder is a file (also for a folder under it)."""
+    afile = tmp_path / "afile"
+    afile.write_text("x", encoding="utf-8")
+    with pytest.raises(WorkspaceError, match="afile' is a file, not a folder") as err:
+        Workspace.sqlite({"p/*": "p"}, afile / below if below else afile)
+    assert err.value.fields["directory"].endswith("afile" + ("/sub" if below else ""))
+    assert afile.read_text(encoding="utf-8") == "x"

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.errors import PydanticUserError
 
 from icore.errors import IntegrationError
+from icore.integrations._arg_problems import NOT_FINITE, non_finite
 from icore.records import JSONValue
 
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
@@ -204,18 +205,26 @@ class ArgNormalizer:
                                    framework=self.framework, tool=self.name,
                                    got=type(args).__name__, field="args")
         try:
-            return self.schema.model_validate(dict(args))
+            m = self.schema.model_validate(dict(args))
         except ValidationError as exc:
             raise IntegrationError("the call's arguments do not fit the tool's schema",
                                    framework=self.framework, tool=self.name,
                                    error=str(exc).splitlines()[0],
                                    errors=exc.error_count()) from None
+        bad = non_finite(m.model_dump())
+        if bad:  # NaN / 1e999: no argument value (QA qa-new13a S4)
+            raise IntegrationError("the call's arguments do not fit the tool's schema",
+                                   framework=self.framework, tool=self.name,
+                                   error="; ".join(f"{at}: {NOT_FINITE}" for at in bad),
+                                   errors=len(bad))
+        return m
 
     def __call__(self, args: Mapping[str, Any]) -> dict[str, JSONValue]:
         """The normal form: validated, defaults applied, JSON values, model fields only.
 
         Raises:
-            IntegrationError: the arguments do not validate against the schema.
+            IntegrationError: the arguments do not validate against the schema, or hold
+                a NaN or an infinity (``error``: ``"amount: not a finite number"``).
         """
         m = self._validate(args)
         out: dict[str, JSONValue] = m.model_dump(mode="json", include=set(self.fields))
@@ -225,7 +234,8 @@ class ArgNormalizer:
         """The arguments as the tool function takes them (validated Python values).
 
         Raises:
-            IntegrationError: the arguments do not validate against the schema.
+            IntegrationError: the arguments do not validate against the schema, or hold
+                a NaN or an infinity (``error``: ``"amount: not a finite number"``).
         """
         m = self._validate(args)
         return {k: getattr(m, k) for k in type(m).model_fields if k in self.fields}

@@ -10,6 +10,7 @@ framework tells it for a plain tool: ``day: Input should be a valid date (got
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,32 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _MAX_INPUT_CHARS else text[:_MAX_INPUT_CHARS] + "..."
 
 
+def non_finite(value: Any, where: str = "") -> list[str]:
+    """The dotted paths of the non-finite floats (NaN, +-infinity) in ``value``.
+
+    The model's JSON may hold ``NaN`` or ``1e999`` (Python's reader accepts both); no
+    tool argument is such a number (strict JSON has none, the trace could not hold it):
+    each is an argument problem, ``"<path>: not a finite number"`` (QA qa-new13a S4).
+    Walks mappings and lists without recursion; ``""`` names the value itself.
+    """
+    out: list[str] = []
+    todo: list[tuple[Any, str]] = [(value, where)]
+    while todo and len(out) < MAX_PROBLEMS:
+        v, at = todo.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            out.append(at or "(arguments)")
+        elif isinstance(v, Mapping):
+            todo.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list | tuple):
+            todo.extend((x, f"{at}.{i}" if at else str(i))
+                        for i, x in reversed(list(enumerate(v))))
+    return out
+
+
+NOT_FINITE = "not a finite number"
+"""The problem named for a NaN or infinite argument (:func:`non_finite`)."""
+
+
 def schema_problems(schema: type[BaseModel], args: Mapping[str, Any]) -> list[str]:
     """One ``"field: why (got value)"`` line per way ``args`` fail ``schema``.
 
@@ -38,10 +65,11 @@ def schema_problems(schema: type[BaseModel], args: Mapping[str, Any]) -> list[st
     Returns:
         The problems in pydantic's order (empty when ``args`` validate), at most
         :data:`MAX_PROBLEMS` and a count of the rest; the field path is dotted
-        (``to.city``, ``items.0.qty``).
+        (``to.city``, ``items.0.qty``). Arguments that validate but hold a NaN or an
+        infinity: ``"amount: not a finite number"`` each (:func:`non_finite`).
     """
     try:
-        schema.model_validate(dict(args))
+        m = schema.model_validate(dict(args))
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         out: list[str] = []
@@ -54,7 +82,7 @@ def schema_problems(schema: type[BaseModel], args: Mapping[str, Any]) -> list[st
         if len(errors) > MAX_PROBLEMS:
             out.append(f"and {len(errors) - MAX_PROBLEMS} more")
         return out
-    return []
+    return [f"{at}: {NOT_FINITE}" for at in non_finite(m.model_dump())]
 
 
 def invalid_args_message(tool: str, schema: type[BaseModel] | None,
@@ -83,11 +111,28 @@ def refused_args(rec: RunRecorder, agent: str, tool: str, args: Any, said: str) 
     Written as :func:`~icore.integrations._refusals.refused_call` writes any refusal
     before the gate (reason :data:`~icore.integrations._refusals.ARGS_INVALID`), so the
     call is in the trace as a plain tool's same error is (QA qa-fw7 S3). ``args`` that
-    are not a JSON object are kept under ``input``. Returns ``said``.
+    are not a JSON object are kept under ``input``; arguments holding a NaN or an
+    infinity as their JSON text under ``raw`` (strict JSON has no such number). Returns
+    ``said``.
     """
     from icore.integrations._refusals import ARGS_INVALID, refused_call
+
+    refused_call(rec, agent, tool, as_given(args), said, reason=ARGS_INVALID)
+    return said
+
+
+def as_given(args: Any) -> dict[str, Any]:
+    """Refused arguments as a trace line holds them (bounded; JSON text if non-finite).
+
+    Not a mapping: under ``input``. Holding a NaN or an infinity: their JSON text under
+    ``raw`` (strict JSON has no such number; ``"nan"`` would read as a string the model
+    never sent, QA qa-new13a S4).
+    """
     from icore.integrations._trace_data import bounded_args
 
-    given = bounded_args(args) if isinstance(args, Mapping) else {"input": args}
-    refused_call(rec, agent, tool, given, said, reason=ARGS_INVALID)
-    return said
+    if not isinstance(args, Mapping):
+        return {"input": args}
+    if non_finite(args):
+        return {"raw": json.dumps(args, default=str)[:2000]}
+    return bounded_args(args)
+

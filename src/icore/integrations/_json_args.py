@@ -18,6 +18,8 @@ import json
 import sys
 from typing import Any
 
+from icore.integrations._arg_problems import non_finite
+
 MAX_NESTING = 200
 """Deepest nesting of arrays and objects :func:`read_json` accepts (#28: a value ~900
 levels deep read, then ``json.dumps`` and the recorder raised ``RecursionError`` inside
@@ -76,7 +78,11 @@ def given_args(text: str | None) -> dict[str, Any]:
 
     Text that does not read (:func:`read_json`), or JSON that is not an object (an
     array, a string, a number), is kept as the model sent it, so a trace line always
-    holds an object.
+    holds an object. An object holding a NaN or an infinity (``NaN``, ``1e999``) is kept
+    as its text too: the trace is strict JSON, where the number would become the string
+    ``"nan"`` the model never sent (QA qa-new13a S4).
     """
     args, _why = read_json(text)
+    if isinstance(args, dict) and non_finite(args):
+        return {"raw": text}
     return args if isinstance(args, dict) else {"raw": text}

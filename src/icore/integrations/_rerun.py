@@ -6,7 +6,9 @@ ran six times); LangGraph re-runs a whole node on ``Command(resume=...)``, on a 
 ``RetryPolicy`` and on ``invoke(None, config)`` after a crash. A call whose earlier
 attempt failed leaving its effect open (any exception from its started body but
 ``NoEffect``) is refused with :data:`RETRY_UNKNOWN` instead of run twice, and the model
-reads :func:`retry_message`. Pure: no I/O.
+reads :func:`retry_message`. A call whose body just raised so is told the same at once
+(:func:`unknown_outcome_text`, QA qa-new13a S3: AG2 handed the model only the error and
+its next message paid again). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -29,6 +31,24 @@ def outcome_unknown(exc: BaseException) -> bool:
     return leaves_open(exc)
 
 
+def check_first(tool: str) -> str:
+    """The advice closing every "outcome unknown" text the model reads (one wording)."""
+    return f"check its effect before calling {tool} again, or report the unknown outcome"
+
+
+def unknown_outcome_text(tool: str, error: str) -> str:
+    """What the model reads of a fenced call whose started body raised (not ``NoEffect``).
+
+    ``error``: the exception as ``Type: message`` (cut by the caller). The framework's
+    own text (an error, a traceback) said only that it failed; the call may have made its
+    effect first (a card charged, then a timeout), so calling it again may act twice. The
+    same wording as :func:`retry_message` and the MCP gateway's ("check its effect before
+    calling again"); LangGraph, the Agents SDK, AG2 and CrewAI fenced tools give it.
+    """
+    return (f"{tool} failed with {error}; it may have run (it started before it failed), "
+            f"so its outcome is unknown: {check_first(tool)}")
+
+
 def retry_message(tool: str, error: str) -> str:
     """What the model reads when the same call is tried again after an unknown outcome.
 
@@ -36,8 +56,8 @@ def retry_message(tool: str, error: str) -> str:
     """
     return (f"PlanFence refused {tool} ({RETRY_UNKNOWN}): the same call failed a moment "
             f"ago with {error}; it may have run, so its outcome is unknown and it is not "
-            f"run again from this message. Nothing ran now. Check whether it took effect "
-            f"before calling {tool} again, or report the unknown outcome")
+            f"run again from this message. Nothing ran now: {check_first(tool)}")
 
 
-__all__ = ["RETRY_UNKNOWN", "outcome_unknown", "retry_message"]
+__all__ = ["RETRY_UNKNOWN", "check_first", "outcome_unknown", "retry_message",
+           "unknown_outcome_text"]

@@ -221,7 +221,8 @@ class Workspace(KeyChecks):
             WorkspaceError: as for the constructor (which refuses an owner name that is
                 not a safe file name, :data:`~icore.workspace._keys.OWNER_NAME`, for every
                 store: ``../x`` or ``a/b`` would put its database outside the folder);
-                ``directory`` is neither a str nor a path (e.g. None) or is empty; the
+                ``directory`` is neither a str nor a path (e.g. None) or is empty, or it
+                (or a folder above it) is a file, not a folder (``directory``); the
                 folder was opened with a map naming another owner for one of ``facts``'
                 keys or patterns (its record ``ownership.sqlite``, docs/workspace.md
                 "One folder, one map"; keys only an overlap reaches are refused at
@@ -234,6 +235,13 @@ class Workspace(KeyChecks):
                 fix="Workspace.sqlite(facts, 'data/owners')")
         probe = cls(facts, stores={}, remote=_NoOwners())
         folder = Path(directory)
+        for at in (folder, *folder.parents):  # the nearest existing one: a folder
+            if at.exists() or at.is_symlink():
+                if not at.is_dir():
+                    raise WorkspaceError(f"{str(at)!r} is a file, not a folder: the owners' "
+                                         "SQLite files need a folder", directory=str(folder),
+                                         fix="name a folder (it is created if missing)")
+                break
         record = FolderOwnership(folder, probe.ownership)  # before any owner file (#28)
         stores: dict[str, Store] = {
             o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)

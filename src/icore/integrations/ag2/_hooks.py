@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import contextvars
 import json
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ag2 import Middleware
-from ag2.events import ToolErrorEvent
+from ag2.events import ToolApprovalRequest, ToolErrorEvent, ToolNotFoundEvent
 from ag2.exceptions import HumanInputError
 from ag2.middleware import BaseMiddleware
 
@@ -98,6 +99,11 @@ class ChatRecorder:
         self._started = False
         self._waiting: list[tuple[str, str, Any]] = []
         """Tool calls stopped at a human question no one answered: (agent, tool, args)."""
+        self._calls: dict[str, str] = {}
+        self._answered: dict[str, None] = {}
+        """The model's arguments of its latest tool calls, by call id (bounded)."""
+        self._approval = False
+        """Whether a question of :attr:`_waiting` was an approval of its call."""
         self._lock = threading.Lock()
 
     def first(self) -> bool:
@@ -106,10 +112,15 @@ class ChatRecorder:
             first, self._started = not self._started, True
         return first
 
-    def waiting(self, agent: str, tool: str, args: Any) -> None:
-        """``agent``'s call of ``tool`` stopped at a human question no one answered."""
+    def waiting(self, agent: str, tool: str, args: Any, approval: bool = False) -> None:
+        """``agent``'s call of ``tool`` stopped at a human question no one answered.
+
+        ``approval``: the question was an approval of the call (AG2's
+        ``ToolApprovalRequest``).
+        """
         with self._lock:
             self._waiting.append((agent, tool, args))
+            self._approval = self._approval or approval
 
     def pause(self, agent: str, error: BaseException) -> None:
         """The run stopped waiting for a human (AG2's ``HumanInputError`` left ``ask``).
@@ -132,18 +143,68 @@ class ChatRecorder:
     def stopped(self, agent: str, error: BaseException) -> None:
         """The run left its top-level ``ask`` with ``error`` (not a human wait).
 
-        A call stopped while a human decided (Ctrl-C at an approval) is a pause naming
-        it (:meth:`pause`); else a ``thought`` "the run stopped: <Type>: <message>"
+        A call stopped at a human question nobody answered is a pause naming it
+        (:meth:`pause`); one cancelled while a human decided (Ctrl-C at an approval) is
+        a cancelled run (:meth:`cancelled`); else a ``thought`` "the run stopped: <Type>: <message>"
         with ``error`` (a setup mistake such as a ``depends_on`` naming an undeclared
         fact), so the trace says why it has no end.
         """
         with self._lock:
-            waiting = bool(self._waiting)
-        if waiting:
+            waiting, approval = bool(self._waiting), self._approval
+        if waiting and not isinstance(error, _CANCELLED):
             self.pause(agent, error)
             return
         text = describe(error)
+        if waiting:  # Ctrl-C while a human decided: the user stopped the run
+            self.cancelled(agent, error, approval)
+            return
         self.recorder.add(agent, "thought", f"the run stopped: {text}", error=text)
+
+    def cancelled(self, agent: str, error: BaseException, approval: bool) -> None:
+        """The run was cancelled (Ctrl-C) while calls waited for a human's answer.
+
+        Not a pause (nobody can answer it: the user stopped the run, QA qa-new13a S3): a
+        ``thought`` "the run was cancelled while waiting for a human's approval of ...;
+        the call did not run" with ``error`` and ``cancelled: true``, and no end, so
+        ``icore audit`` counts the run not ended.
+        """
+        with self._lock:
+            waiting, self._waiting = self._waiting, []
+        asked = "; ".join(f"{t} {json.dumps(a, sort_keys=True, default=str)}"
+                          for _, t, a in waiting)
+        what = "approval" if approval else "answer"
+        text = (f"{type(error).__name__}: the run was cancelled (Ctrl-C / task cancelled) "
+                f"while waiting for a human's {what} of {asked}; the call did not run")
+        self.recorder.add(waiting[0][0] if waiting else agent, "thought",
+                          f"the run stopped: {text}", error=text, cancelled=True,
+                          approvals=[{"tool": t, "args": a} for _, t, a in waiting])
+
+    def called(self, calls: Any) -> None:
+        """Note the arguments of a model response's tool calls (for :meth:`not_found`)."""
+        with self._lock:
+            for c in calls:
+                self._calls[str(c.id)] = c.arguments
+            while len(self._calls) > _MAX_CALLS:
+                self._calls.pop(next(iter(self._calls)))
+
+    def not_found(self, agent: str, event: Any) -> None:
+        """A call of a tool name the agent does not have (AG2's ``ToolNotFoundEvent``).
+
+        AG2 answers it without running any tool middleware; recorded as a failed call
+        that did not run (``ran: false``, ``reason: "unknown_tool"``, the text the model
+        read), so the trace does not end at the model's call (QA qa-new13a S4).
+        """
+        with self._lock:
+            raw = self._calls.pop(str(event.parent_id), None)
+        if raw is None and str(event.parent_id) in self._answered:
+            return  # recorded already (the same stream seen from two agents)
+        self._answered[str(event.parent_id)] = None
+        while len(self._answered) > _MAX_CALLS:
+            self._answered.pop(next(iter(self._answered)))
+        text = describe(event.error)
+        self.recorder.tool_call(agent, event.name, _args(raw or "{}"), f"ERROR: {text}",
+                                error=True, ran=False, reason="unknown_tool",
+                                error_text=text)
 
     def middleware(self, agent: str) -> Middleware:
         """The ``ag2.Middleware`` recording one agent's turns."""
@@ -177,8 +238,14 @@ class _AgentRecording(BaseMiddleware):
         token = CALLING_AGENT.set(self.agent)
         in_ask = _IN_ASK.set(self.chat)
         _conv, conv_token = enter(context)  # its tools' reads: of this conversation
+        chat, me = self.chat, self.agent
+
+        async def not_found(event: ToolNotFoundEvent) -> None:
+            chat.not_found(me, event)
+
         try:
-            response = await call_next(event, context)
+            with context.stream.where(ToolNotFoundEvent).sub_scope(not_found):
+                response = await call_next(event, context)
         except HumanInputError as exc:  # no one answered a human question: a pause
             if not nested:
                 self.chat.pause(self.agent, exc)
@@ -203,28 +270,44 @@ class _AgentRecording(BaseMiddleware):
         response = await call_next(events, context)
         calls = getattr(getattr(response, "tool_calls", None), "calls", None) or []
         if calls:
+            self.chat.called(calls)
             named = [{"name": c.name, "args": _args(c.arguments)} for c in calls]
             text = _text(response) or f"calls {[c['name'] for c in named]}"
             self.chat.recorder.turn(self.agent, text, tool_calls=named)
         return response
+
+    async def on_human_input(self, call_next: Any, event: Any, context: Any) -> Any:
+        """A question put to a human: open until answered (:class:`OpenQuestions`)."""
+        asks = _ASKS.get()
+        if asks is None:
+            return await call_next(event, context)
+        key = str(getattr(event, "id", "") or id(event))
+        asks.asked[key] = event
+        answer = await call_next(event, context)
+        asks.asked.pop(key, None)
+        return answer
 
     async def on_tool_execution(self, call_next: Any, event: Any, context: Any) -> Any:
         """One tool call: the calling agent set for fenced tools; plain calls recorded."""
         token = CALLING_AGENT.set(self.agent)
         rec_token = CHAT_RECORDER.set(self.chat.recorder)
         watched = WATCHED.get()
+        asks = OpenQuestions()
         try:
-            result = await call_next(event, context)
+            with asks.current():
+                result = await call_next(event, context)
             # a fenced call a human refused before its gate: recorded by the fenced tool
             refused = watched is not None and watched.name == event.name and \
                 watched.settle(event, result)
         except HumanInputError:  # the call waits for a human: the run's pause names it
             self.chat.waiting(self.agent, event.name, _args(event.arguments))
             raise
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            if watched is not None and watched.name == event.name and not watched.reached:
-                # stopped before its gate, a human question open (Ctrl-C at the approval)
-                self.chat.waiting(self.agent, event.name, _args(event.arguments))
+        except _CANCELLED:
+            if asks.open or (watched is not None and watched.name == event.name
+                             and not watched.reached):
+                # stopped before its body, a human question open (Ctrl-C at the approval)
+                self.chat.waiting(self.agent, event.name, _args(event.arguments),
+                                  approval=asks.approval(event.id))
             raise
         finally:
             CHAT_RECORDER.reset(rec_token)
@@ -237,6 +320,50 @@ class _AgentRecording(BaseMiddleware):
                                gateway_text(result, event.name) if error else _text(result),
                                error=error)
         return result
+
+
+_MAX_CALLS = 1024
+"""Tool calls whose arguments are kept for a ``ToolNotFoundEvent`` (the latest)."""
+_CANCELLED = (asyncio.CancelledError, KeyboardInterrupt)
+"""A run stopped by its user (Ctrl-C, a cancelled task)."""
+
+
+class OpenQuestions:
+    """The human questions put during one tool call and not answered yet.
+
+    AG2 puts each question (a ``HumanInputRequest``; ``approval_required()``'s
+    ``ToolApprovalRequest`` names the call) through the agents' middleware
+    (``on_human_input``); a call cancelled with a question open was waiting for a human,
+    its body never reached (QA qa-new13a: with ``record_agents`` alone the trace said
+    the call was cancelled while the tool ran).
+    """
+
+    def __init__(self) -> None:
+        self.asked: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        """The questions of the code run inside are noted here (:data:`_ASKS`)."""
+        token = _ASKS.set(self)
+        try:
+            yield
+        finally:
+            _ASKS.reset(token)
+
+    @property
+    def open(self) -> bool:
+        """Whether a question is still waiting for its answer."""
+        return bool(self.asked)
+
+    def approval(self, call_id: str) -> bool:
+        """Whether an open question is the approval of the call ``call_id``."""
+        return any(isinstance(q, ToolApprovalRequest) and str(q.tool_call_id) == call_id
+                   for q in self.asked.values())
+
+
+_ASKS: contextvars.ContextVar[OpenQuestions | None] = contextvars.ContextVar(
+    "icore_ag2_open_questions", default=None)
+"""The open questions of the tool call running here (:class:`OpenQuestions`)."""
 
 
 def _args(raw: str) -> dict[str, Any]:

@@ -25,10 +25,11 @@ from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import GateDecision, Reason
 from icore.integrations import ArgNormalizer
 from icore.integrations._approvals import canon
-from icore.integrations._arg_problems import invalid_args_message
+from icore.integrations._arg_problems import invalid_args_message, non_finite
 from icore.integrations._failed import Failed, leaves_open
 from icore.integrations._json_args import bounded_value, read_json
 from icore.integrations._json_args import given_args as args_as_given
+from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._tool_failed import describe
 from icore.workspace import ReplanFailed
 
@@ -107,11 +108,22 @@ def ran(event: Any, body: bool = True) -> Result | Failed:
     ``body`` False: the tool's body was never entered (:data:`BODY`): an error event
     then came from a layer before it (AG2's own argument check, a policy middleware),
     and is :class:`Failed` with ``ran=False`` (recorded as not run, #28).
+    A started body's failure that leaves the outcome open is told to the model as such
+    (:func:`~icore.integrations._rerun.unknown_outcome_text`: it may have run, check its
+    effect before calling again), not as AG2's bare traceback (QA qa-new13a S3: the model
+    paid again).
     """
     result = Result(event)
     if isinstance(event, ToolErrorEvent):
-        return Failed(result, describe(event.error), ran=body,
-                      open=body and leaves_open(event.error))
+        error = describe(event.error)
+        open_ = body and leaves_open(event.error)
+        if open_:
+            told = ToolErrorEvent(parent_id=event.parent_id, name=event.name,
+                                  error=event.error, result=ToolResult(
+                                      unknown_outcome_text(str(event.name), error[:500])))
+            result = Result(told)
+            result.content = said(told)
+        return Failed(result, error, ran=body, open=open_)
     return result
 
 
@@ -155,10 +167,11 @@ def given_args(event: ToolCallEvent) -> dict[str, Any]:
     """The arguments AG2 runs (:func:`run_args`) when an object, else the model's text.
 
     The text as given (:func:`~icore.integrations._json_args.given_args`:
-    ``{"raw": text}``).
+    ``{"raw": text}``), also for an object holding a NaN or an infinity.
     """
     args, _why = run_args(event)
-    return args if isinstance(args, dict) else args_as_given(event.arguments)
+    return args if isinstance(args, dict) and not non_finite(args) else \
+        args_as_given(event.arguments)
 
 
 def error_event(event: ToolCallEvent, error: Exception, text: str) -> ToolErrorEvent:

@@ -58,6 +58,7 @@ from icore.integrations import (
     Writes,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._arg_problems import as_given, invalid_args_message
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
 from icore.integrations._fenced import agent_error
 from icore.integrations._refusals import BEFORE_GATE_POLICY, refused_call
@@ -152,9 +153,16 @@ class FencedCrewTool(BaseTool):
         assert self._norm is not None
         try:
             return self._norm(kwargs)
-        except IntegrationError as exc:
-            return ToolFailure(message=f"the arguments of {self.name} do not fit its "
-                               f"schema: {exc}", code="invalid_arguments", retryable=True)
+        except IntegrationError as exc:  # named per argument and recorded as elsewhere
+            said = invalid_args_message(self.name, self._norm.schema, kwargs,
+                                        fallback=str(exc.fields.get("error") or exc))
+            rec = self._run_recorder() or self._guard.recorder
+            if rec is not None:
+                refused_call(rec, (calling_agent() if self._name_caller else None)
+                             or self._guard.agent or "executor", self.name,
+                             as_given(kwargs), f"BLOCKED: invalid_arguments: {said}",
+                             reason="invalid_arguments", detail=said)
+            return ToolFailure(message=said, code="invalid_arguments", retryable=True)
 
     def _turn(self) -> Hashable | ToolFailure | None:
         """The model turn of this call (None outside a CrewAI run)."""

@@ -52,8 +52,11 @@ from icore.integrations import (
 from icore.integrations import Scope as _Scope
 from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import refused_args
+from icore.integrations._failed import leaves_open
 from icore.integrations._recorder import line_fields
+from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._scope_once import one_call
+from icore.integrations._tool_failed import describe
 from icore.integrations.langgraph._branches import branch_here
 from icore.integrations.langgraph._dup_ids import DuplicateIds
 from icore.integrations.langgraph._fenced_node import (
@@ -106,6 +109,20 @@ def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
         return as_tool(tool)
     except SCHEMA_ERRORS as exc:
         raise schema_failed(exc, framework=_FW, tool=name) from None
+
+
+def _told_unknown(name: str, exc: BaseException, started: bool) -> None:
+    """A ``ToolException`` from a started body, told as an unknown outcome.
+
+    LangChain hands its message to the model; the call may have made its effect before
+    it raised (not :class:`~icore.integrations.NoEffect`), so the model reads that
+    (:func:`~icore.integrations._rerun.unknown_outcome_text`, QA qa-new13a S3).
+
+    Raises:
+        ToolException: that text, chained from ``exc`` (else nothing is raised).
+    """
+    if started and isinstance(exc, ToolException) and leaves_open(exc):
+        raise ToolException(unknown_outcome_text(name, describe(exc)[:500])) from exc
 
 
 def _handler_recorder(config: Any) -> RunRecorder | None:
@@ -377,6 +394,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 result = f.out(gated, runtime)
             except BaseException as exc:  # refused, paused, or the tool raised
                 f.memory.raised(step, exc, bool(started))
+                _told_unknown(base.name, exc, bool(started))
                 raise
             return ran(step, key, runtime, call_id, granted, result)
         finally:
@@ -439,6 +457,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 result = f.out(gated, runtime)
             except BaseException as exc:
                 f.memory.raised(step, exc, bool(started))
+                _told_unknown(base.name, exc, bool(started))
                 raise
             return ran(step, key, runtime, call_id, granted, result)
         finally:

@@ -26,6 +26,7 @@ from agents.tracing.spans import NoOpSpan
 from icore.errors import HeadConflict
 from icore.integrations._failed import Failed, NoEffect, leaves_open, own_exception
 from icore.integrations._refusals import refusal_head
+from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._tool_failed import describe
 
 _RAISED: ContextVar[list[Exception] | None] = ContextVar("icore_agents_tool_raised",
@@ -231,7 +232,10 @@ async def _failure_text(base: FunctionTool, ctx: ToolContext[Any], exc: Exceptio
     A :class:`~icore.errors.HeadConflict` under the SDK's default policy (its fixed "An
     error occurred while running the tool" text, no run ``tool_error_formatter``) is told
     as a replannable refusal instead (:func:`conflict_text`), also when the tool raised
-    it as ``NoEffect(...) from conflict``.
+    it as ``NoEffect(...) from conflict``. Any other failure that leaves the outcome
+    open (not ``NoEffect``) tells the model so
+    (:func:`~icore.integrations._rerun.unknown_outcome_text`): instead of the default
+    policy's "Please try again", after a custom policy's text (QA qa-new13a S3).
     """
     from agents.tool import maybe_invoke_function_tool_failure_error_function as base_text
     text = await base_text(function_tool=base, context=ctx, error=exc)
@@ -240,7 +244,10 @@ async def _failure_text(base: FunctionTool, ctx: ToolContext[Any], exc: Exceptio
         own = own.__cause__  # ``raise NoEffect(...) from conflict`` (docs/workspace.md)
     if isinstance(own, HeadConflict) and text is not None and _default_policy(base, ctx):
         return conflict_text(base.name, own, fresh)
-    return text
+    if text is None or not leaves_open(exc):
+        return text
+    told = unknown_outcome_text(base.name, describe(exc)[:500])
+    return told if _default_policy(base, ctx) else f"{text}\n{told}"
 
 
 def _default_policy(base: FunctionTool, ctx: ToolContext[Any]) -> bool:
