@@ -89,6 +89,22 @@ def _refusal(what: str, name: str, mine: str, theirs: str, folder: Path, *,
         "folder")
 
 
+def refuse_a_file(folder: Path) -> None:
+    """Refuse ``folder`` when it, or the nearest existing folder above it, is a file.
+
+    Raises:
+        WorkspaceError: that path is a file (or a dangling link), not a folder (field
+            ``directory``): the owners' SQLite files need a folder.
+    """
+    for at in (folder, *folder.parents):  # the nearest existing one: a folder
+        if at.exists() or at.is_symlink():
+            if not at.is_dir():
+                raise WorkspaceError(f"{str(at)!r} is a file, not a folder: the owners' "
+                                     "SQLite files need a folder", directory=str(folder),
+                                     fix="name a folder (it is created if missing)")
+            return
+
+
 class FolderOwnership:
     """A folder's recorded ownership maps, checked against this process's map.
 

@@ -44,7 +44,7 @@ from icore.records import (
 )
 from icore.workspace._agent import Agent
 from icore.workspace._errors import WorkspaceError
-from icore.workspace._folder_map import FolderOwnership
+from icore.workspace._folder_map import FolderOwnership, refuse_a_file
 from icore.workspace._keychecks import KeyChecks
 from icore.workspace._keys import (
     MISSING,
@@ -235,13 +235,7 @@ class Workspace(KeyChecks):
                 fix="Workspace.sqlite(facts, 'data/owners')")
         probe = cls(facts, stores={}, remote=_NoOwners())
         folder = Path(directory)
-        for at in (folder, *folder.parents):  # the nearest existing one: a folder
-            if at.exists() or at.is_symlink():
-                if not at.is_dir():
-                    raise WorkspaceError(f"{str(at)!r} is a file, not a folder: the owners' "
-                                         "SQLite files need a folder", directory=str(folder),
-                                         fix="name a folder (it is created if missing)")
-                break
+        refuse_a_file(folder)
         record = FolderOwnership(folder, probe.ownership)  # before any owner file (#28)
         stores: dict[str, Store] = {
             o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)
