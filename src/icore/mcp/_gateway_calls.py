@@ -41,6 +41,7 @@ from icore.mcp._facts import (
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_asks import CLIENT_GONE, Asks, Caller
 from icore.mcp._gateway_checks import Unresolved
+from icore.mcp._gateway_delivery import Delivery, Detached
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import InFlight, call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
@@ -83,6 +84,11 @@ class _Host(Protocol):
     progress: ProgressRelay
     single_client: bool
     wire: Any
+    detached: Detached
+
+    def request_key(self, ctx: Any, request_id: Any) -> Any:
+        """The request's ``(client session, request id)``."""
+        ...
 
     @property
     def unresolved(self) -> Unresolved:
@@ -179,21 +185,35 @@ class _ToolCalls:
             return self._refuse(view, name, args, task, "no_session", [])
         # a client that goes away mid-call (a dropped connection, a cancel) does not cut
         # the call short: it runs to its end (each upstream request is bounded by its
-        # timeout) and is recorded, so the trace holds every call the upstream saw
+        # timeout) and is recorded, so the trace holds every call the upstream saw; it
+        # runs in a task of the gateway's, so a cancelled request is answered at once
+        # (QA qa-new13c) and its result line says it was never delivered
         # a protected call first waits for the calls in flight writing its facts: not
         # shielded, so a call its client cancels meanwhile is never sent (QA qa-re7 N2)
         claim = None if spec is None else await self._inflight.enter(
             *call_patterns(spec.depends_on, spec.writes, self.args.with_defaults(name, args)))
-        with anyio.CancelScope(shield=True):
-            try:
-                return await self._run(ctx, view, name, args, spec, task, route, params, ex)
-            finally:
-                self._inflight.leave(claim)
+        delivery = Delivery(CLIENT_GONE.get())
+
+        async def run() -> Any:
+            with anyio.CancelScope(shield=True):
+                try:
+                    return await self._run(ctx, view, name, args, spec, task, route, params,
+                                           ex, delivery)
+                finally:
+                    self._inflight.leave(claim)
+        return await self.gw.detached.run(
+            run, delivery, self.gw.request_key(ctx, getattr(ctx, "request_id", None)),
+            on_abandon=lambda: self.gw.progress.forget(ctx))
 
     async def _run(self, ctx: Any, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,
-                   ex: Any = None) -> Any:
-        """Gate (when protected), forward and record one call (shielded by the caller)."""
+                   ex: Any = None, delivery: Delivery | None = None) -> Any:
+        """Gate (when protected), forward and record one call (shielded by the caller).
+
+        ``delivery``: whether its client cancelled or left (the result line says so; a
+        protected call's success then counts ``outcome unknown``, the agent never saw it).
+        """
+        delivery = delivery or Delivery()
         u = self.gw.upstreams[route.upstream]
         reached: list[bool] = []
 
@@ -217,7 +237,8 @@ class _ToolCalls:
             # sent and not answered: it may have run (never a clean refusal, #25)
             ran = {"may_have_run": True} if exc.may_have_run else {}
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc.message}",
-                               error=True, task=task, **ran)
+                               error=True, task=task, **ran,
+                               **await delivery.undelivered(view.sid, name))
             return _error_result(exc.message, meta={"icore/upstream": {
                 "upstream": route.upstream, **ran}} if ran else None)
         except Exception as exc:
@@ -241,8 +262,13 @@ class _ToolCalls:
         if (bad := output_problem(name, self.gw.tool_defs.get(name), result)) is not None:
             result = _error_result(f"{bad}; the gateway does not forward a result that breaks "
                                    "the tool's outputSchema (MCP: a server MUST conform to it)")
+        lost = await delivery.undelivered(view.sid, name)
         self.gw.trace.call(view.sid, name, args, result_text(result), error=is_error(result),
-                           task=task)
+                           task=task, **lost)
+        if lost and spec is not None and not is_error(result):  # the agent never saw it
+            self.gw.trace.undelivered(task, "the client cancelled the request before its "
+                                      "result" if delivery.cancelled else "the client went "
+                                      "away before its result")
         if spec is not None and spec.writes:
             filled = self.args.with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
