@@ -123,6 +123,14 @@ def test_http_cancel_is_answered_at_once_and_the_call_recorded_undelivered(
                     body = got["r"].json()
                     assert body["id"] == 3 and body["error"]["code"] == -32800, body
                     assert got["lines"] == 0  # answered while the call still ran
+                    nan = await c.post(url, headers={  # a bare NaN: under its own id
+                        "Accept": "application/json, text/event-stream",
+                        "Content-Type": "application/json", "Mcp-Session-Id": sid,
+                        "MCP-Protocol-Version": "2025-06-18"},
+                        content=b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call", '
+                        b'"params": {"name": "slow", "arguments": {"seconds": NaN}}}')
+                    assert nan.status_code == 400 and nan.json()["id"] == 9, nan.text
+                    assert nan.json()["error"]["code"] == -32700, nan.text
 
             anyio.run(raw)
             _until(lambda: _outputs(trace, "slow"))
@@ -215,3 +223,36 @@ def test_stdio_cancel_records_the_call_undelivered(tmp_path: Path) -> None:
         run["actions"]
     assert not (tmp_path / ".trace.jsonl.lock").exists()
     assert os.path.exists(trace)
+
+
+def test_upstream_stderr_lines_name_their_upstream(tmp_path: Path) -> None:
+    """A real process's stderr, a line cut across writes included, reaches the log with
+    every line prefixed ``upstream <name>: `` (a stray print of a stdio upstream used to
+    appear bare among the gateway's lines)."""
+    from icore.mcp._upstream_stdio import relay_stderr
+    out = tmp_path / "err.txt"
+    code = ("import sys, time\nsys.stderr.write('HELLO this is not json\\npart');"
+            "sys.stderr.flush(); time.sleep(0.2)\nsys.stderr.write(' one\\n\\nlast')")
+
+    async def main() -> None:
+        async with await anyio.open_process([sys.executable, "-c", code],
+                                            stderr=subprocess.PIPE) as p:
+            with open(out, "w", encoding="utf-8") as fh:
+                await relay_stderr(p.stderr, fh, "helpdesk")
+
+    anyio.run(main)
+    assert out.read_text(encoding="utf-8").split("\n") == [
+        "upstream helpdesk: HELLO this is not json", "upstream helpdesk: part one",
+        "upstream helpdesk: ", "upstream helpdesk: last"]
+
+
+@pytest.mark.parametrize(("body", "rid"), [
+    (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"x": NaN}}', 7),
+    (b'{"jsonrpc": "2.0", "id": "a", "method": "ping", "params": [Infinity]}', "a"),
+    (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', None),
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', None),
+    (b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', None), (b'{"id": 3', None)])
+def test_a_refused_http_message_keeps_its_id_when_readable(body: bytes, rid: Any) -> None:
+    from icore.mcp._http_shape import readable_id, shape_problem
+    assert shape_problem(body) is not None
+    assert readable_id(body) == rid
