@@ -256,3 +256,34 @@ def test_a_refused_http_message_keeps_its_id_when_readable(body: bytes, rid: Any
     from icore.mcp._http_shape import readable_id, shape_problem
     assert shape_problem(body) is not None
     assert readable_id(body) == rid
+
+
+@pytest.mark.timeout(120)
+def test_stdio_stop_after_a_cancel_waits_for_the_call_then_exits(tmp_path: Path) -> None:
+    """Line by line: ``slow 2`` is cancelled once it reached the upstream, then SIGTERM:
+    the gateway says it waits for the call in flight (by design: its result is
+    recorded), exits 0 once it ended (a cancelled request is never answered, so the
+    stop does not wait for its answer), and its result line says ``client_cancelled``."""
+    from .test_gateway_stop import _Raw, _wait_for
+    log, err, trace = tmp_path / "up.log", tmp_path / "err.txt", tmp_path / "trace.jsonl"
+    manifest = write_manifest(tmp_path, {"trip": stdio_upstream(log, timeout_s=30)},
+                              tools=PROTECTED_SLOW)
+    with open(err, "w", encoding="utf-8") as fh:
+        gw = _Raw(manifest, stderr=fh)
+        try:
+            gw.start()
+            gw.send("tools/call", {"name": "slow", "arguments": {"seconds": 2}},
+                    answer=False)
+            _until(lambda: any(x["tool"] == "slow" for x in upstream_log(log)))
+            assert gw.p.stdin is not None
+            gw.p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/"
+                                         "cancelled", "params": {"requestId": gw.n}}) + "\n")
+            gw.p.stdin.flush()
+            gw.p.send_signal(signal.SIGTERM)
+            _wait_for(err, "waiting for 1 call(s) in flight")
+            assert gw.p.wait(timeout=60) == 0
+            assert gw.p.stdout is not None and gw.p.stdout.read() == ""  # no answer
+        finally:
+            gw.stop()
+    (line,) = _outputs(trace, "slow")
+    assert line["client_cancelled"] is True and line["delivered"] is False, line

@@ -203,7 +203,13 @@ class _ToolCalls:
                     self._inflight.leave(claim)
         return await self.gw.detached.run(
             run, delivery, self.gw.request_key(ctx, getattr(ctx, "request_id", None)),
-            on_abandon=lambda: self.gw.progress.forget(ctx))
+            on_abandon=lambda: self._abandoned(ctx))
+
+    def _abandoned(self, ctx: Any) -> None:
+        """The request of ``ctx`` ended before its call (a cancel): no progress, no answer."""
+        self.gw.progress.forget(ctx)
+        if self.gw.wire.stdio is not None:  # a stop waits for no answer it never writes
+            self.gw.wire.stdio.dropped(getattr(ctx, "request_id", None))
 
     async def _run(self, ctx: Any, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,

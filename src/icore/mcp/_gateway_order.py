@@ -128,6 +128,10 @@ class StdioOrder:
         if ex is not None:
             ex.answered()
 
+    def dropped(self, rid: Any) -> None:
+        """Request ``rid`` will not be answered (its client cancelled it: MCP sends none)."""
+        self.pending.pop(rid, None)
+
     def take(self, rid: Any) -> Exchange | None:
         """The exchange of request ``rid`` being handled (None: unknown id)."""
         ex = self.pending.get(rid)
