@@ -42,7 +42,6 @@ from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_asks import Asks
 from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved, template_shape
-from icore.mcp._gateway_delivery import Detached
 from icore.mcp._gateway_manifest import (
     FACT_SCHEME,
     GatewayError,
@@ -153,8 +152,6 @@ class Gateway:
         self.prompts: dict[str, Route] = {}
         self._calls = _ToolCalls(self, self._resources)
         self.wire = Wire()  # each request's arrival and answer (QA r6-oa D1)
-        self.detached = Detached(self.wire)
-        """Tool calls, each in a task of its own: a cancel ends its request at once."""
         self._read_resource = self.wire.handler(self._resources.read_resource)
         self._call_tool = self.wire.handler(self._calls.call_tool)
         self.watch = ManifestWatch(self, self._resources, self._calls)
@@ -175,9 +172,8 @@ class Gateway:
 
     # -- lifecycle ----------------------------------------------------------------------
     async def __aenter__(self) -> Gateway:
-        self._tg = self._resources.tg = anyio.create_task_group()
+        self._tg = self._resources.tg = self.wire.detached.tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self.detached.tg = self._tg
         for u in self.upstreams.values():
             u.bind(self._tg)
         try:
@@ -197,18 +193,15 @@ class Gateway:
         if exc and isinstance(exc[0], type) and not issubclass(
                 exc[0], (anyio.get_cancelled_exc_class(), KeyboardInterrupt)):
             self._failure = self._failure or f"{exc[0].__name__}: {exc[1]}"
-        # calls whose client cancelled or left run to their end and are recorded first
-        with anyio.CancelScope(shield=True):
-            await self.detached.wait()
-        # the trace first: a client that stopped this gateway kills it soon after (the
-        # SDK's stdio client: 2 s after closing stdin), while upstreams take their time
+        await self.wire.detached.wait()  # calls a client left: ended, recorded, first
+        # then the trace: a client that stopped it kills it soon after (SDK: 2 s later)
         self.trace.close(self._failure)
         for u in self.upstreams.values():
             u.close()
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
-            self._tg = self._resources.tg = self.detached.tg = None
+            self._tg = self._resources.tg = self.wire.detached.tg = None
         if self.facts is not None:
             with anyio.CancelScope(shield=True):
                 await self.facts.stop_serving()
@@ -426,18 +419,7 @@ class Gateway:
             on_unsubscribe_resource=self._resources.unsubscribe,
             on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt)
         self.asks.listen_roots(server, self)  # a client's roots/list_changed
-        from mcp_types import CancelledNotificationParams
-
-        async def cancelled(ctx: Any, params: Any) -> None:  # its call records it
-            if params.request_id is not None:
-                self.detached.cancel(self.request_key(ctx, params.request_id))
-        server.add_notification_handler("notifications/cancelled",
-                                        CancelledNotificationParams, cancelled)
-        return server
-
-    def request_key(self, ctx: Any, request_id: Any) -> Any:
-        """``(client session, request id)``: the request a ``notifications/cancelled`` names."""
-        return self._client_key(ctx), str(request_id)
+        return self.wire.detached.listen(server, self)  # and its notifications/cancelled
 
     async def _list_tools(self, ctx: Any, params: Any) -> Any:
         from mcp_types import ListToolsResult

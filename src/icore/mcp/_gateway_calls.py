@@ -21,7 +21,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,7 +41,7 @@ from icore.mcp._facts import (
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_asks import CLIENT_GONE, Asks, Caller
 from icore.mcp._gateway_checks import Unresolved
-from icore.mcp._gateway_delivery import Delivery, Detached
+from icore.mcp._gateway_delivery import Delivery
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import InFlight, call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
@@ -58,7 +58,7 @@ from icore.mcp._gateway_refusal import error_result as _error_result
 from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._replans import Replans
-from icore.mcp._session_log import GatewayTrace
+from icore.mcp._session_log import GatewayTrace, undelivered
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_answer import garbage_text, upstream_refused
 from icore.mcp._upstream_failed import MAY_HAVE_RUN, UpstreamError
@@ -84,11 +84,7 @@ class _Host(Protocol):
     progress: ProgressRelay
     single_client: bool
     wire: Any
-    detached: Detached
 
-    def request_key(self, ctx: Any, request_id: Any) -> Any:
-        """The request's ``(client session, request id)``."""
-        ...
 
     @property
     def unresolved(self) -> Unresolved:
@@ -106,6 +102,33 @@ class _Host(Protocol):
     async def refresh(self) -> None:
         """List the upstreams' tools, resources and prompts again."""
         ...
+
+
+async def detached(host: _Host, ctx: Any, sid: str,
+                   run: Callable[[Delivery], Awaitable[Any]], leave: Callable[[], None]) -> Any:
+    """``run(delivery)``, shielded, in a task of the gateway's (:class:`Detached`).
+
+    A client that goes away mid-call (a dropped connection, a cancel) does not cut the
+    call short: it runs to its end (each upstream request is bounded by its timeout)
+    and is recorded, so the trace holds every call the upstream saw; its own task lets
+    a cancelled request be answered at once, as the SDK answers one (QA qa-new13c), and
+    its result line say it was never delivered. ``leave``: called when it ends.
+    """
+    delivery = Delivery(CLIENT_GONE.get())
+    rid = getattr(ctx, "request_id", None)
+
+    async def call() -> Any:
+        with anyio.CancelScope(shield=True):
+            try:
+                return await run(delivery)
+            finally:
+                leave()
+
+    def abandoned() -> None:  # no progress for it, and no answer (MCP) a stop waits for
+        host.progress.forget(ctx)
+        if host.wire.stdio is not None:
+            host.wire.stdio.dropped(rid)
+    return await host.wire.detached.run(call, delivery, (sid, str(rid)), on_abandon=abandoned)
 
 
 class _ToolCalls:
@@ -183,43 +206,20 @@ class _ToolCalls:
             spec = self.gw.manifest.tools.get(name)
         if spec is not None and self.gw.anonymous(ctx):
             return self._refuse(view, name, args, task, "no_session", [])
-        # a client that goes away mid-call (a dropped connection, a cancel) does not cut
-        # the call short: it runs to its end (each upstream request is bounded by its
-        # timeout) and is recorded, so the trace holds every call the upstream saw; it
-        # runs in a task of the gateway's, so a cancelled request is answered at once
-        # (QA qa-new13c) and its result line says it was never delivered
+        # a client gone mid-call does not cut it short: it runs to its end (detached())
         # a protected call first waits for the calls in flight writing its facts: not
         # shielded, so a call its client cancels meanwhile is never sent (QA qa-re7 N2)
         claim = None if spec is None else await self._inflight.enter(
             *call_patterns(spec.depends_on, spec.writes, self.args.with_defaults(name, args)))
-        delivery = Delivery(CLIENT_GONE.get())
-
-        async def run() -> Any:
-            with anyio.CancelScope(shield=True):
-                try:
-                    return await self._run(ctx, view, name, args, spec, task, route, params,
-                                           ex, delivery)
-                finally:
-                    self._inflight.leave(claim)
-        return await self.gw.detached.run(
-            run, delivery, self.gw.request_key(ctx, getattr(ctx, "request_id", None)),
-            on_abandon=lambda: self._abandoned(ctx))
-
-    def _abandoned(self, ctx: Any) -> None:
-        """The request of ``ctx`` ended before its call (a cancel): no progress, no answer."""
-        self.gw.progress.forget(ctx)
-        if self.gw.wire.stdio is not None:  # a stop waits for no answer it never writes
-            self.gw.wire.stdio.dropped(getattr(ctx, "request_id", None))
+        return await detached(self.gw, ctx, view.sid, lambda d: self._run(
+            ctx, view, name, args, spec, task, route, params, ex, d),
+            lambda: self._inflight.leave(claim))
 
     async def _run(self, ctx: Any, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,
                    ex: Any = None, delivery: Delivery | None = None) -> Any:
-        """Gate (when protected), forward and record one call (shielded by the caller).
-
-        ``delivery``: whether its client cancelled or left (the result line says so; a
-        protected call's success then counts ``outcome unknown``, the agent never saw it).
-        """
-        delivery = delivery or Delivery()
+        """Gate (when protected), forward and record one call (shielded by the caller)."""
+        delivery = delivery or Delivery()  # whether its result reached the client
         u = self.gw.upstreams[route.upstream]
         reached: list[bool] = []
 
@@ -272,9 +272,7 @@ class _ToolCalls:
         self.gw.trace.call(view.sid, name, args, result_text(result), error=is_error(result),
                            task=task, **lost)
         if lost and spec is not None and not is_error(result):  # the agent never saw it
-            self.gw.trace.undelivered(task, "the client cancelled the request before its "
-                                      "result" if delivery.cancelled else "the client went "
-                                      "away before its result")
+            undelivered(self.gw.trace, task, cancelled=delivery.cancelled)
         if spec is not None and spec.writes:
             filled = self.args.with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)

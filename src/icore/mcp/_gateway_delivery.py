@@ -150,9 +150,28 @@ class Detached:
         if d is not None:
             d.cancelled = True
 
+    def listen(self, server: Any, host: Any) -> Any:
+        """Serve ``notifications/cancelled`` at the SDK ``server`` of gateway ``host``.
+
+        The SDK cancels the request's handler itself; here the call is marked
+        cancelled (:meth:`cancel`, keyed ``(session id, str(request id))``).
+
+        Returns:
+            ``server``.
+        """
+        from mcp_types import CancelledNotificationParams
+
+        async def cancelled(ctx: Any, params: Any) -> None:
+            if params.request_id is not None:
+                self.cancel((host.view(ctx).sid, str(params.request_id)))
+        server.add_notification_handler("notifications/cancelled",
+                                        CancelledNotificationParams, cancelled)
+        return server
+
     async def wait(self) -> None:
-        """Until no call runs (the gateway stops only then: each is recorded)."""
-        await self._idle.wait()
+        """Until no call runs, shielded (the gateway stops only then: each is recorded)."""
+        with anyio.CancelScope(shield=True):
+            await self._idle.wait()
 
 
 __all__ = ["CANCELLED", "GONE", "Delivery", "Detached"]

@@ -382,21 +382,6 @@ class GatewayTrace:
         self.recorder.tool_call(sid, tool, args, result, error=error, **fields)
         self.flush()
 
-    def undelivered(self, task: str, why: str) -> None:
-        """A protected call that ran, whose result its client never received.
-
-        Its client cancelled the request or went away first (QA qa-new13c S3): the
-        upstream ran it to its end (its ``tool_output`` line holds the result, with
-        ``client_cancelled`` or ``client_gone``), but the agent never saw the result and
-        may call again, so its decision is marked as one whose effect is open to the
-        agent: ``error`` ``RESULT NOT DELIVERED: <why> ...`` with ``may_have_run: true``,
-        which the audit counts ``outcome unknown``, never ``valid``.
-        """
-        self._failed(task, f"{UNDELIVERED_MARK}{why}; the upstream ran it to its end (the "
-                     "result is on its tool_output line), but the agent never saw the "
-                     "result and may call again: check its effect first", True)
-        self.flush()
-
     def _failed(self, task: str, error: str, may_have_run: bool) -> None:
         """:func:`_fail` ``task``'s last decision line if it authorized the call."""
         with self._lock:
@@ -480,13 +465,11 @@ class GatewayTrace:
         else:
             self.recorder.add("gateway", "thought", f"gateway stopped: {failure}")
         self.flush()  # the end on disk first: a rewrite killed midway leaves it (#25)
-        written = False
         try:
             self._rewrite()
-            written = True
         finally:
             if self._claim is not None:  # its lock file removed once the trace is written
-                self._claim.release(remove=written)
+                self._claim.release(remove=self.written_to is not None)
 
     def discard(self) -> None:
         """End a run that never served (manifest refused at start): no trace file.
@@ -567,3 +550,21 @@ def _not_ours(path: Path, ident: tuple[int, int] | None) -> str | None:
         return None
     return ("now holds a file the gateway did not write (its trace was moved or "
             "replaced while it ran)")
+
+
+def undelivered(trace: GatewayTrace, task: str, *, cancelled: bool) -> None:
+    """A protected call that ran, whose result its client never received.
+
+    Its client cancelled the request (``cancelled``) or went away first (QA qa-new13c
+    S3): the upstream ran it to its end (its ``tool_output`` line holds the result, with
+    ``client_cancelled`` or ``client_gone``), but the agent never saw the result and
+    may call again, so its decision is marked as one whose effect is open to the agent:
+    ``error`` ``RESULT NOT DELIVERED: <why> ...`` with ``may_have_run: true``, which the
+    audit counts ``outcome unknown``, never ``valid``.
+    """
+    why = ("the client cancelled the request before its result" if cancelled else
+           "the client went away before its result")
+    trace._failed(task, f"{UNDELIVERED_MARK}{why}; the upstream ran it to its end (the "
+                  "result is on its tool_output line), but the agent never saw the "
+                  "result and may call again: check its effect first", True)
+    trace.flush()
