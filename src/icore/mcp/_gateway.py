@@ -173,7 +173,7 @@ class Gateway:
 
     # -- lifecycle ----------------------------------------------------------------------
     async def __aenter__(self) -> Gateway:
-        self._tg = self._resources.tg = anyio.create_task_group()
+        self._tg = self._resources.tg = self.wire.detached.tg = anyio.create_task_group()
         await self._tg.__aenter__()
         for u in self.upstreams.values():
             u.bind(self._tg)
@@ -194,15 +194,15 @@ class Gateway:
         if exc and isinstance(exc[0], type) and not issubclass(
                 exc[0], (anyio.get_cancelled_exc_class(), KeyboardInterrupt)):
             self._failure = self._failure or f"{exc[0].__name__}: {exc[1]}"
-        # the trace first: a client that stopped this gateway kills it soon after (the
-        # SDK's stdio client: 2 s after closing stdin), while upstreams take their time
+        await self.wire.detached.wait()  # calls a client left: ended, recorded, first
+        # then the trace: a client that stopped it kills it soon after (SDK: 2 s later)
         self.trace.close(self._failure)
         for u in self.upstreams.values():
             u.close()
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
-            self._tg = self._resources.tg = None
+            self._tg = self._resources.tg = self.wire.detached.tg = None
         if self.facts is not None:
             with anyio.CancelScope(shield=True):
                 await self.facts.stop_serving()
@@ -410,7 +410,7 @@ class Gateway:
             on_unsubscribe_resource=self._resources.unsubscribe,
             on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt)
         self.asks.listen_roots(server, self)  # a client's roots/list_changed
-        return server
+        return self.wire.detached.listen(server, self)  # and its notifications/cancelled
 
     async def _list_tools(self, ctx: Any, params: Any) -> Any:
         from mcp_types import ListToolsResult

@@ -130,6 +130,17 @@ class ClientLink:
         """Whether the client was seen gone."""
         return self._gone
 
+    async def gone_now(self) -> bool:
+        """Whether the client is gone, asked now without waiting (its POST still open).
+
+        One ``receive()`` given no time: ``http.disconnect`` when the connection closed.
+        """
+        if not self._gone:
+            with anyio.move_on_after(0):
+                if (await self._receive()).get("type") == "http.disconnect":
+                    self._gone = True
+        return self._gone
+
     async def wait(self) -> None:
         """Until the client is gone (no task runs for it otherwise: #25's per-call cost)."""
         while not self._gone:

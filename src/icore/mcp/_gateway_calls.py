@@ -25,8 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import anyio
-
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.integrations import refusal_head
@@ -41,6 +39,7 @@ from icore.mcp._facts import (
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_asks import CLIENT_GONE, Asks, Caller
 from icore.mcp._gateway_checks import Unresolved
+from icore.mcp._gateway_delivery import Delivery, run_detached
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
@@ -57,7 +56,7 @@ from icore.mcp._gateway_refusal import error_result as _error_result
 from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._replans import Replans
-from icore.mcp._session_log import GatewayTrace
+from icore.mcp._session_log import GatewayTrace, undelivered
 from icore.mcp._shared_writes import Claims, WriterGone
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_answer import garbage_text, upstream_refused
@@ -85,6 +84,7 @@ class _Host(Protocol):
     single_client: bool
     wire: Any
 
+
     @property
     def unresolved(self) -> Unresolved:
         """Protected names no listed tool has yet."""
@@ -101,6 +101,8 @@ class _Host(Protocol):
     async def refresh(self) -> None:
         """List the upstreams' tools, resources and prompts again."""
         ...
+
+
 
 
 class _ToolCalls:
@@ -178,9 +180,7 @@ class _ToolCalls:
             spec = self.gw.manifest.tools.get(name)
         if spec is not None and self.gw.anonymous(ctx):
             return self._refuse(view, name, args, task, "no_session", [])
-        # a client that goes away mid-call (a dropped connection, a cancel) does not cut
-        # the call short: it runs to its end (each upstream request is bounded by its
-        # timeout) and is recorded, so the trace holds every call the upstream saw
+        # a client gone mid-call does not cut it short: it runs to its end (run_detached())
         # a protected call first waits for the calls in flight writing its facts (other
         # gateways' too, QA qa-new13c S1): not shielded, so a call its client cancels
         # meanwhile is never sent (QA qa-re7 N2)
@@ -194,16 +194,15 @@ class _ToolCalls:
                 return self._refuse(view, name, args, task, "write_unknown",
                                     list(spec.depends_on), detail="a gateway that died was "
                                     f"writing {', '.join(exc.keys)}", extra={"keys": exc.keys})
-        with anyio.CancelScope(shield=True):
-            try:
-                return await self._run(ctx, view, name, args, spec, task, route, params, ex)
-            finally:
-                await self.claims.leave(claim)
+        return await run_detached(self.gw, ctx, view.sid, lambda d: self._run(
+            ctx, view, name, args, spec, task, route, params, ex, d),
+            lambda: self.claims.leave(claim))
 
     async def _run(self, ctx: Any, view: SessionView, name: str, args: dict[str, Any],
                    spec: ToolSpec | None, task: str, route: Route, params: Any,
-                   ex: Any = None) -> Any:
+                   ex: Any = None, delivery: Delivery | None = None) -> Any:
         """Gate (when protected), forward and record one call (shielded by the caller)."""
+        delivery = delivery or Delivery()  # whether its result reached the client
         u = self.gw.upstreams[route.upstream]
         reached: list[bool] = []
 
@@ -227,7 +226,8 @@ class _ToolCalls:
             # sent and not answered: it may have run (never a clean refusal, #25)
             ran = {"may_have_run": True} if exc.may_have_run else {}
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc.message}",
-                               error=True, task=task, **ran)
+                               error=True, task=task, **ran,
+                               **await delivery.undelivered(view.sid, name))
             return _error_result(exc.message, meta={"icore/upstream": {
                 "upstream": route.upstream, **ran}} if ran else None)
         except Exception as exc:
@@ -251,8 +251,11 @@ class _ToolCalls:
         if (bad := output_problem(name, self.gw.tool_defs.get(name), result)) is not None:
             result = _error_result(f"{bad}; the gateway does not forward a result that breaks "
                                    "the tool's outputSchema (MCP: a server MUST conform to it)")
+        lost = await delivery.undelivered(view.sid, name)
         self.gw.trace.call(view.sid, name, args, result_text(result), error=is_error(result),
-                           task=task)
+                           task=task, **lost)
+        if lost and spec is not None and not is_error(result):  # the agent never saw it
+            undelivered(self.gw.trace, task, cancelled=delivery.cancelled)
         if spec is not None and spec.writes:
             filled = self.args.with_defaults(name, args)
             for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)

@@ -23,6 +23,8 @@ import itertools
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
+from icore.mcp._gateway_delivery import Detached
+
 TURN_META = "icore/turn"
 """The ``params._meta`` key naming the client's model turn (a string or an integer)."""
 
@@ -128,6 +130,10 @@ class StdioOrder:
         if ex is not None:
             ex.answered()
 
+    def dropped(self, rid: Any) -> None:
+        """Request ``rid`` will not be answered (its client cancelled it: MCP sends none)."""
+        self.pending.pop(rid, None)
+
     def take(self, rid: Any) -> Exchange | None:
         """The exchange of request ``rid`` being handled (None: unknown id)."""
         ex = self.pending.get(rid)
@@ -183,6 +189,8 @@ class Wire:
 
     def __init__(self) -> None:
         self.stdio: StdioOrder | None = None
+        self.detached = Detached(self)
+        """The gateway's tool calls, each in a task of its own (a cancel ends its request)."""
         self.in_flight = 0
         """Requests (reads, tool calls) whose handler runs now (told on a stop signal)."""
         self._unstamped: set[Exchange] = set()

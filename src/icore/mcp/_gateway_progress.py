@@ -101,6 +101,14 @@ class ProgressRelay:
         finally:
             self._routes.pop(mine, None)
 
+    def forget(self, ctx: Any) -> None:
+        """Relay nothing more to the request of ``ctx``: its client cancelled it or left.
+
+        MCP: no message about a cancelled request; the call itself goes on.
+        """
+        for token in [t for t, r in self._routes.items() if r.ctx is ctx]:
+            del self._routes[token]
+
     async def relay(self, upstream: str, message: Any) -> bool:
         """Send an upstream's progress notification to its caller; whether it was one.
 

@@ -7,8 +7,9 @@ input echoed, documentation links), and a wrong ``Content-Type`` or an oversized
 with a plain-text line. :class:`MessageShape` sits in front of it: each of those is
 answered here, as JSON-RPC 2.0 specifies, with ``{"jsonrpc": "2.0", "id": null,
 "error": {"code": -32600 | -32700, "message": ...}}``: one sentence naming what was sent
-and what is expected (HTTP 400, 413 or 415). A well-formed message goes on to the SDK
-unchanged (its body replayed); GET, DELETE and other paths are not touched.
+and what is expected (HTTP 400, 413 or 415); a 400's id is the message's own when it can
+be read (a request holding a bare NaN: :func:`readable_id`). A well-formed message goes
+on to the SDK unchanged (its body replayed); GET, DELETE and other paths are not touched.
 """
 
 from __future__ import annotations
@@ -113,8 +114,24 @@ def _sdk_problem(msg: dict[str, Any]) -> tuple[int, str] | None:
     return None
 
 
-async def _answer(send: Any, status: int, code: int, message: str) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None,
+def readable_id(body: bytes) -> str | int | None:
+    """The id of the message in ``body`` when one can be read, else None (JSON-RPC: null).
+
+    Python's parser reads what RFC 8259 JSON refuses (a bare NaN, a lone surrogate
+    escape), so a request refused for such a value is still answered under its own id
+    (the stdio path does the same); a string or an integer only (not a bool).
+    """
+    try:
+        msg = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
+
+
+async def _answer(send: Any, status: int, code: int, message: str,
+                  rid: str | int | None = None) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": rid,
                        "error": {"code": code, "message": message}}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
@@ -195,8 +212,8 @@ class MessageShape:
             return
         body = b"".join(chunks)
         problem = shape_problem(body)
-        if problem is not None:
-            await _answer(send, 400, *problem)
+        if problem is not None:  # under its own id when it can be read (QA qa-new13c)
+            await _answer(send, 400, *problem, readable_id(body))
             return
         replayed = False
 
@@ -216,4 +233,4 @@ class MessageShape:
             CLIENT_GONE.reset(token)
 
 
-__all__ = ["MAX_BODY_BYTES", "MessageShape", "shape_problem"]
+__all__ = ["MAX_BODY_BYTES", "MessageShape", "readable_id", "shape_problem"]

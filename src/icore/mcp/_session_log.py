@@ -90,6 +90,11 @@ def _entry(d: GateDecision, task: str, heads: Mapping[str, list[str]] | None
     return e.to_dict(digest=True)
 
 
+UNDELIVERED_MARK = "RESULT NOT DELIVERED: "
+"""How the decision ``error`` of a call that ran but whose result never reached its
+client starts (:meth:`GatewayTrace.undelivered`)."""
+
+
 def _fail(d: dict[str, Any], error: str, may_have_run: bool) -> None:
     """Set a decision line's ``error`` and ``may_have_run``, and its digest over them.
 
@@ -462,8 +467,8 @@ class GatewayTrace:
         try:
             self._rewrite()
         finally:
-            if self._claim is not None:
-                self._claim.release()
+            if self._claim is not None:  # its lock file removed once the trace is written
+                self._claim.release(remove=self.written_to is not None)
 
     def discard(self) -> None:
         """End a run that never served (manifest refused at start): no trace file.
@@ -544,3 +549,21 @@ def _not_ours(path: Path, ident: tuple[int, int] | None) -> str | None:
         return None
     return ("now holds a file the gateway did not write (its trace was moved or "
             "replaced while it ran)")
+
+
+def undelivered(trace: GatewayTrace, task: str, *, cancelled: bool) -> None:
+    """A protected call that ran, whose result its client never received.
+
+    Its client cancelled the request (``cancelled``) or went away first (QA qa-new13c
+    S3): the upstream ran it to its end (its ``tool_output`` line holds the result, with
+    ``client_cancelled`` or ``client_gone``), but the agent never saw the result and
+    may call again, so its decision is marked as one whose effect is open to the agent:
+    ``error`` ``RESULT NOT DELIVERED: <why> ...`` with ``may_have_run: true``, which the
+    audit counts ``outcome unknown``, never ``valid``.
+    """
+    why = ("the client cancelled the request before its result" if cancelled else
+           "the client went away before its result")
+    trace._failed(task, f"{UNDELIVERED_MARK}{why}; the upstream ran it to its end (the "
+                  "result is on its tool_output line), but the agent never saw the "
+                  "result and may call again: check its effect first", True)
+    trace.flush()

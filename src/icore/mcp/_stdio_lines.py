@@ -439,13 +439,22 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut, *,
                 await read_w.send(SessionMessage(msg))
 
     async def writer() -> None:
+        gone = False
         async with write_r:
             async for sm in write_r:
-                await out.write(sm.message.model_dump_json(by_alias=True, exclude_unset=True)
-                                + "\n")
-                if order is not None and isinstance(sm.message, answers):
-                    order.answered(sm.message.id)  # written: no await since the write
-                await out.flush()
+                if gone:  # the client closed its end of stdout: nothing reaches it
+                    continue
+                try:
+                    await out.write(sm.message.model_dump_json(by_alias=True,
+                                                               exclude_unset=True) + "\n")
+                    if order is not None and isinstance(sm.message, answers):
+                        order.answered(sm.message.id)  # written: no await since the write
+                    await out.flush()
+                except (OSError, RuntimeError) as exc:  # a closed pipe (uvloop: Runtime)
+                    gone = True
+                    log.warning("stdout closed (the client went away): %s; answers from "
+                                "now on are dropped, calls in flight still run and are "
+                                "recorded", type(exc).__name__)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)

@@ -59,8 +59,20 @@ class TraceClaim:
                  aside: Path | None) -> None:
         self.path, self.fd, self.lock, self.made, self.aside = path, fd, lock, made, aside
 
-    def release(self) -> None:
-        """Release the lock (the lock file stays: the next run's claim takes it). Idempotent."""
+    def release(self, *, remove: bool = False) -> None:
+        """Release the lock. Idempotent.
+
+        ``remove`` (a clean stop: the trace is written): the lock file is removed first,
+        while this claim still holds its ``flock`` and only when the file at its path is
+        still the one locked, so never while another gateway holds it. Safe against a
+        gateway waiting for it: :func:`claim_trace` checks, once it holds a lock, that
+        the file locked is still at the path, and claims again when it is not (the file
+        this one removed). Otherwise the lock file stays (the next run's claim takes it;
+        a killed gateway's ``flock`` ends with its process).
+        """
+        if remove and self.fd >= 0 and _same_file(self.fd, self.lock):
+            with contextlib.suppress(OSError):
+                self.lock.unlink()
         if self.fd >= 0:
             close_lock(self.fd)
             self.fd = -1

@@ -53,6 +53,9 @@ async def serve_stdio(manifest: GatewayManifest) -> None:
             gw.wire.stdio = StdioOrder()
             async with stdio_streams(*wire, order=gw.wire.stdio, limit=limit) as (read, write):
                 await gw.server.run(read, write, gw.server.create_initialization_options())
+        # calls whose client left (stdin closed, a cancel) run to their end: the signals
+        # are still served meanwhile (a first SIGTERM waits for them, a second exits)
+        await gw.wire.detached.wait()
         tg.cancel_scope.cancel()
 
 

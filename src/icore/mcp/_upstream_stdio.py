@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TextIO
@@ -161,7 +163,9 @@ async def upstream_stdio(command: str, args: Sequence[str], env: Mapping[str, st
         cwd: its folder (None: the gateway's).
         limit: the longest line read, bytes (the manifest's ``max_message_mb``).
         upstream: its name (in the error of an answer over ``limit``).
-        errlog: where its stderr goes.
+        errlog: where its stderr goes, each line prefixed ``upstream <name>: `` (an
+            upstream's stray output names its upstream among the gateway's own lines;
+            the SDK's stdio server sends a handler's prints to stderr, QA qa-new13c).
 
     Raises:
         OSError: the process cannot be spawned.
@@ -178,8 +182,8 @@ async def upstream_stdio(command: str, args: Sequence[str], env: Mapping[str, st
     from mcp.shared.message import SessionMessage
 
     process = await anyio.open_process([command, *args], env=get_default_environment()
-                                       | dict(env or {}), stderr=errlog, cwd=cwd,
-                                       start_new_session=True)
+                                       | dict(env or {}), stderr=subprocess.PIPE,
+                                       cwd=cwd, start_new_session=True)
     read_w, read_r = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_w, write_r = anyio.create_memory_object_stream[SessionMessage](0)
     pending = _Pending()
@@ -244,9 +248,18 @@ async def upstream_stdio(command: str, args: Sequence[str], env: Mapping[str, st
         finally:
             writer_done.set()
 
+    stderr_done = anyio.Event()
+
+    async def stderr_relay() -> None:
+        try:
+            await relay_stderr(process.stderr, errlog, upstream)
+        finally:
+            stderr_done.set()
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(stdout_reader)
         tg.start_soon(stdin_writer)
+        tg.start_soon(stderr_relay)
         try:
             yield read_r, write_w
         finally:
@@ -257,9 +270,46 @@ async def upstream_stdio(command: str, args: Sequence[str], env: Mapping[str, st
                 with anyio.move_on_after(FLUSH_S):
                     await writer_done.wait()
                 await _stop(process)
+                with anyio.move_on_after(FLUSH_S):  # its last words (a child may hold it)
+                    await stderr_done.wait()
                 for s in (read_r, write_w, read_w, write_r):
                     await s.aclose()
             tg.cancel_scope.cancel()
+
+
+_LINES = re.compile(rb"[^\n]*\n|[^\n]+")
+
+
+async def relay_stderr(stream: Any, errlog: TextIO, upstream: str) -> None:
+    """Copy an upstream's stderr to ``errlog``, each line prefixed ``upstream <name>: ``.
+
+    Bytes as they come (a line cut across reads is prefixed once); until end of file or
+    the stream closes. Written to ``errlog``'s binary buffer when it has one, else as
+    text (invalid UTF-8 replaced).
+    """
+    prefix = f"upstream {upstream}: ".encode()
+    start = True
+    out = getattr(errlog, "buffer", None)
+    while True:
+        try:
+            chunk = await stream.receive(CHUNK)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError,
+                OSError):
+            return
+        said = bytearray()
+        for m in _LINES.finditer(chunk):
+            if start:
+                said += prefix
+            said += m.group()
+            start = m.group().endswith(b"\n")
+        with contextlib.suppress(OSError, ValueError):  # a closed stderr: dropped
+            if out is not None:
+                errlog.flush()
+                out.write(bytes(said))
+                out.flush()
+            else:
+                errlog.write(said.decode("utf-8", errors="replace"))
+                errlog.flush()
 
 
 async def _drain(process: Any) -> None:
@@ -293,6 +343,10 @@ async def _stop(process: Any) -> None:
                         process.pid)
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         await process.stdout.aclose()
+    if process.stderr is not None:
+        with contextlib.suppress(OSError, anyio.BrokenResourceError,
+                                 anyio.ClosedResourceError):
+            await process.stderr.aclose()
     transport = getattr(getattr(process, "_process", None), "_transport", None)
     close = getattr(transport, "close", None)
     if callable(close):  # else it warns at exit while a child holds a pipe
