@@ -180,10 +180,9 @@ class _ToolCalls:
             spec = self.gw.manifest.tools.get(name)
         if spec is not None and self.gw.anonymous(ctx):
             return self._refuse(view, name, args, task, "no_session", [])
-        # a client gone mid-call does not cut it short: it runs to its end (run_detached())
-        # a protected call first waits for the calls in flight writing its facts (other
-        # gateways' too, QA qa-new13c S1): not shielded, so a call its client cancels
-        # meanwhile is never sent (QA qa-re7 N2)
+        # a client gone mid-call does not cut it short (run_detached()); a protected call
+        # first waits for the calls in flight writing its facts, other gateways' too: not
+        # shielded, so a call cancelled meanwhile is never sent (QA qa-re7 N2, qa-new13c)
         claim = None
         if spec is not None:
             try:
