@@ -31,8 +31,10 @@ from .test_crewai_turns import act, call, scripted
 pytestmark = pytest.mark.timeout(120)
 
 
-def _charge_crew(error: BaseException, steps: list[Any]) -> tuple[Crew, list[int]]:
-    """A ``charge`` tool that raises ``error`` each time its body runs (ReAct agent)."""
+def _charge_crew(error: BaseException, steps: list[Any], react: bool = True
+                 ) -> tuple[Crew, list[int]]:
+    """A ``charge`` tool that raises ``error`` each time its body runs (a ReAct agent, or
+    one making native tool calls)."""
     ws = Workspace({"card/*": "bank"})
     ws.put("card/C1", {"limit": 100}, by="bank")
     clerk = ws.agent("clerk")
@@ -51,7 +53,7 @@ def _charge_crew(error: BaseException, steps: list[Any]) -> tuple[Crew, list[int
 
     fenced = fenced_crewai_tool(charge, agent=clerk, depends_on=lambda a: {f"card/{a['card']}"})
     a = Agent(role="clerk", goal="charge cards", backstory="billing", llm=scripted(
-        steps, react=True), tools=[get_card, fenced], allow_delegation=False, max_iter=6)
+        steps, react=react), tools=[get_card, fenced], allow_delegation=False, max_iter=6)
     return Crew(agents=[a], tasks=[Task(description="charge C1", expected_output="done",
                                         agent=a)]), runs
 
@@ -230,3 +232,34 @@ def test_the_model_reads_that_a_failed_call_may_have_run() -> None:
     assert "failed a moment ago with TimeoutError: bank gateway timed out; it may have " \
         "run" in seen[-1]
     assert "check its effect before calling charge again" in seen[-1]
+
+
+@pytest.mark.parametrize("error", [TimeoutError("bank gateway timed out"),
+                                   NoEffect("card declined")], ids=["timeout", "no-effect"])
+def test_native_tool_calls_read_that_a_failed_call_may_have_run(error: Exception) -> None:
+    """QA qa-new13b S3: with native tool calls CrewAI does not retry a raising tool; it
+    handed the model only "Error executing tool: mail gateway timed out", and the model's
+    next message sent the newsletter again. The model now reads that the call may have
+    run and to check its effect first; a ``NoEffect`` failure reads as the tool's own
+    error. The trace keeps the tool's own error, and the next message's call is the
+    model's decision, made knowing it."""
+    seen: list[str] = []
+
+    def look(messages: Any) -> str:
+        seen.append(json.dumps(messages, default=str))
+        return "not sure it was charged"
+
+    rec = RunRecorder("native")
+    crew, runs = _charge_crew(error, [[call("get_card", card="C1")],
+                                      [call("charge", card="C1", amount=40)], look],
+                              react=False)
+    with recording(rec):
+        crew.kickoff()
+    assert runs == [40] and seen
+    told = "charge failed with TimeoutError: bank gateway timed out; it may have run"
+    if isinstance(error, NoEffect):
+        assert "card declined" in seen[-1] and "may have run" not in seen[-1]
+    else:
+        assert told in seen[-1] and "check its effect before calling charge again" in seen[-1]
+        failed = [e for e in rec.events if e.get("kind") == "tool_output" and e.get("failed")]
+        assert [e["error_text"] for e in failed] == ["TimeoutError: bank gateway timed out"]

@@ -62,6 +62,7 @@ from icore.integrations._arg_problems import as_given, invalid_args_message
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
 from icore.integrations._fenced import agent_error
 from icore.integrations._refusals import BEFORE_GATE_POLICY, refused_call
+from icore.integrations._rerun import outcome_unknown, unknown_outcome_text
 from icore.integrations._tool_failed import describe
 from icore.integrations._turn_source import install_turn_source
 from icore.integrations.crewai._attempts import (
@@ -96,6 +97,18 @@ class _ToolRaised(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class OutcomeUnknown(Exception):
+    """A fenced tool's started body raised (not ``NoEffect``): what CrewAI tells the model.
+
+    CrewAI hands the model ``str()`` of what a tool raised ("Error executing tool: ...").
+    With native tool calls it does not try the call again itself, so the model's next
+    message may call it again, and the body may have made its effect before it raised: the
+    model reads :func:`~icore.integrations._rerun.unknown_outcome_text` (it may have run,
+    check its effect before calling again), chained from the tool's own exception, which
+    the trace records (QA qa-new13b S3).
+    """
 
 
 def _never_cache(_args: Any = None, _result: Any = None) -> bool:
@@ -264,7 +277,9 @@ class FencedCrewTool(BaseTool):
         ``approve=`` that raised refuses the call (recorded, nothing ran).
 
         Raises:
-            Exception: what the wrapped tool raised (CrewAI tells the model), a
+            OutcomeUnknown: the wrapped tool raised after its body started (not
+                ``NoEffect``): CrewAI tells the model the outcome is unknown.
+            Exception: what the wrapped tool raised otherwise (``NoEffect``), a
                 :class:`CrewSetupError` as is, anything else unchanged.
         """
         if isinstance(exc, ApprovalFailed) and spec is not None:
@@ -274,6 +289,9 @@ class FencedCrewTool(BaseTool):
         if isinstance(exc, _ToolRaised):
             if spec is not None:
                 self._attempts.note(spec[1].get("turn"), spec[0], exc.error)
+            if outcome_unknown(exc.error):
+                raise OutcomeUnknown(unknown_outcome_text(
+                    self.name, describe(exc.error)[:500])) from exc.error
             raise exc.error from None
         if isinstance(exc, IntegrationError) and not isinstance(exc, CrewSetupError):
             return self._setup_failed(exc)
