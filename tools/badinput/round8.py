@@ -204,11 +204,14 @@ def _edits(lines: list[Any], rng: Any, n_fields: int) -> dict[str, tuple[str, bo
     out["order/reversed-events"] = ("".join(_dump(x) + "\n" for x in
                                             [lines[0], *reversed(lines[1:])]), False)
 
-    # old (no digest) and new lines mixed
+    # old (no digest) and new lines mixed; an old line has no chain link either (a
+    # chain link is over its line's digest: a digest dropped beside its link is an edit)
     def strip(x: Any) -> Any:
         y = copy.deepcopy(x)
         if isinstance(y, dict):
             y.pop("digest", None)
+            y.pop("chain", None)
+            y.pop("chain_end", None)
             y.get("planfence", {}).get("decision", {}).pop("digest", None)
         return y
     old = [strip(x) for x in lines]
