@@ -86,6 +86,8 @@ _WRITES = ["None", "{'k/1'}", "{'k/2'}", "{'k/*'}", "{''}", "{'zz/1'}", "['k/1',
            "lambda a: {'k/1'}", "lambda a: 'k/1'", "lambda a: 1 / 0", "lambda a: {1}",
            "lambda a: None", "lambda a: {'k/*'}", "lambda a: {'k/' + str(a['x'])}",
            "lambda a: {'\\ud800'}", "lambda a: a['nope']"]
+_GUARDS_NOTHING = ("{'k/*'}", "{''}", "{'zz/1'}")
+"""Static ``writes=`` a wrapper must refuse: a pattern, an empty key, an unowned key."""
 _ARGS = ['{"x": 1}', '{"x": 0}', '{"x": -1}', '{"x": 1e400}', '{"x": NaN}', '{"x": "1"}',
          '{"x": ' + "9" * 5000 + '}', '{}', '{"x": 1, "zz": 2}', '{"x": null}']
 
@@ -102,6 +104,11 @@ if SEEN and BODY in ('raise-other', 'raise-badstr'):
 
 
 _OURS = """
+def said(exc):
+    try:
+        return str(exc)[:300]
+    except Exception:
+        return '<str() raised>'
 def ours(exc):
     # icore's frame raised it, or called the tool exception's own __str__ / __repr__
     tb = traceback.extract_tb(exc.__traceback__)
@@ -117,6 +124,18 @@ def _fence_src(fw: str, body: str, writes: str, text: str, stale: bool, expected
     """One fence-api case: round 8's seam driver with ``writes=`` and the body's kind."""
     tail = round8_seams._TAIL.replace(
         "depends_on={'k/1'})", f"depends_on={{'k/1'}}, writes={writes})")
+    # the driver's own prints never call a tool exception's __str__ (the bodies' may
+    # raise) nor quote an AG2 error event's traceback text as if it were a crash
+    tail = tail.replace("print('FRAMEWORK-REFUSED', type(e).__name__, str(e)[:300])",
+                        "print('FRAMEWORK-REFUSED', type(e).__name__, said(e))")
+    wrapped = "        print('TYPED', type(e).__name__, str(e)[:300]); sys.exit(1)\n"
+    assert wrapped in tail
+    tail = tail.replace(wrapped, wrapped + (
+        "    print('ACCEPTED a writes key that names no fact (its claim guards nothing)');"
+        " sys.exit(0)\n" if writes in _GUARDS_NOTHING else ""), 1)
+    tail = tail.replace("print('ANSWER', ascii(dispatch(W)[:300]))",
+                        "print('ANSWER', ascii(dispatch(W)[:300]).replace('Traceback', "
+                        "'Trace-back'))")
     # the audit's console summary is kept for the outcome check after it
     tail = tail.replace("print('AUDIT', a.returncode, a.stdout[-600:], a.stderr[-1500:])",
                         "print('AUDIT', a.returncode, a.stdout[-600:], a.stderr[-1500:])\n"
@@ -270,7 +289,11 @@ _UNNAMED = r'''
 import re as _re
 fin9 = fin
 def fin(code):
-    """Round 5's end, after a check that every ``error:`` line names its file."""
+    """Round 5's end (the gateway stopped), then: every ``error:`` line names its file."""
+    try:
+        fin9(code)
+    except SystemExit as done:
+        code = done.code
     try:
         err = open(man + ".err", "rb").read().decode("utf-8", "replace")
     except OSError:
@@ -279,7 +302,7 @@ def fin(code):
         if ln.startswith("error: ") and not _re.search(r"[/\\]|\.(yaml|db|jsonl|json)\b",
                                                         ln):
             print("UNNAMED an error line names no file:", ln[:200]); code = code or 11
-    fin9(code)
+    sys.exit(code)
 '''
 
 
