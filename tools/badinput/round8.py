@@ -311,17 +311,22 @@ def digest(b: Builder, work: Path, per_seed: int = 40) -> None:
     drv.write_text(_CHECK)
     for name in sorted(set(picked)):
         text, benign = edits[name]
-        cid = f"dgst/{name}"
-        d = b._dir(cid)
-        p = d / "run.jsonl"
-        p.write_text(text, encoding="utf-8", errors="surrogatepass")
-        b.cases.append(Case(cid, "digest", ["PY", f"import runpy, sys; sys.argv = ["
-                                            f"{str(drv)!r}, {str(p)!r}, "
-                                            f"{str(d / 's.json')!r}, {json.dumps(honest)!r}, "
-                                            f"{_MODE[benign]!r}]; runpy.run_path("
-                                            f"{str(drv)!r}, run_name='__main__')"],
-                            inputs=[p], names=[p.name], timeout=300, refusal=True,
-                            ok_codes=(0,) if benign else (0, 1, 2, 3)))
+        b.cases.append(check_case(b, f"dgst/{name}", "digest", drv, text, honest,
+                                  _MODE[benign], (0,) if benign else (0, 1, 2, 3)))
+
+
+def check_case(b: Builder, cid: str, family: str, drv: Path, text: str,
+               honest: dict[str, Any], mode: str, ok_codes: tuple[int, ...]) -> Case:
+    """One edited trace ``text`` audited by the check driver ``drv`` (see ``_CHECK``)."""
+    d = b._dir(cid)
+    p = d / "run.jsonl"
+    p.write_text(text, encoding="utf-8", errors="surrogatepass")
+    return Case(cid, family, ["PY", f"import runpy, sys; sys.argv = ["
+                              f"{str(drv)!r}, {str(p)!r}, "
+                              f"{str(d / 's.json')!r}, {json.dumps(honest)!r}, "
+                              f"{mode!r}]; runpy.run_path("
+                              f"{str(drv)!r}, run_name='__main__')"],
+                inputs=[p], names=[p.name], timeout=300, refusal=True, ok_codes=ok_codes)
 
 
 # ------------------------------------------------------------------------- audit-opts

@@ -427,18 +427,8 @@ def chain_edit(b: Builder, work: Path, per_seed: int = 24) -> None:
     lines = [json.loads(x) for x in p0.read_text(encoding="utf-8").splitlines() if x.strip()]
     drv = work / "round8-check.py"
     for name, body in sorted(_chain_edits(lines, b.rng, per_seed).items()):
-        cid = f"chain9/{name}"
-        d = b._dir(cid)
-        p = d / "run.jsonl"
-        p.write_text(body, encoding="utf-8", errors="surrogatepass")
-        b.cases.append(Case(cid, "chain-edit", ["PY", f"import runpy, sys; sys.argv = ["
-                                                f"{str(drv)!r}, {str(p)!r}, "
-                                                f"{str(d / 's.json')!r}, "
-                                                f"{json.dumps(honest)!r}, '0'];"
-                                                f" runpy.run_path({str(drv)!r}, "
-                                                "run_name='__main__')"],
-                            inputs=[p], names=[p.name], timeout=300, refusal=True,
-                            ok_codes=(0, 1, 2, 3)))
+        b.cases.append(round8.check_case(b, f"chain9/{name}", "chain-edit", drv, body,
+                                         honest, "0", (0, 1, 2, 3)))
 
 
 def all_families(b: Builder, work: Path) -> None:
