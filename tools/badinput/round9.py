@@ -106,7 +106,7 @@ if SEEN and BODY in ('raise-other', 'raise-badstr'):
 _OURS = """
 def said(exc):
     try:
-        return str(exc)[:300]
+        return str(exc)[:300].encode('utf-8', 'backslashreplace').decode()
     except Exception:
         return '<str() raised>'
 def ours(exc):
