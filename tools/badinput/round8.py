@@ -204,11 +204,14 @@ def _edits(lines: list[Any], rng: Any, n_fields: int) -> dict[str, tuple[str, bo
     out["order/reversed-events"] = ("".join(_dump(x) + "\n" for x in
                                             [lines[0], *reversed(lines[1:])]), False)
 
-    # old (no digest) and new lines mixed
+    # old (no digest) and new lines mixed; an old line has no chain link either (a
+    # chain link is over its line's digest: a digest dropped beside its link is an edit)
     def strip(x: Any) -> Any:
         y = copy.deepcopy(x)
         if isinstance(y, dict):
             y.pop("digest", None)
+            y.pop("chain", None)
+            y.pop("chain_end", None)
             y.get("planfence", {}).get("decision", {}).pop("digest", None)
         return y
     old = [strip(x) for x in lines]
@@ -317,17 +320,22 @@ def digest(b: Builder, work: Path, per_seed: int = 40) -> None:
     drv.write_text(_CHECK)
     for name in sorted(set(picked)):
         text, benign = edits[name]
-        cid = f"dgst/{name}"
-        d = b._dir(cid)
-        p = d / "run.jsonl"
-        p.write_text(text, encoding="utf-8", errors="surrogatepass")
-        b.cases.append(Case(cid, "digest", ["PY", f"import runpy, sys; sys.argv = ["
-                                            f"{str(drv)!r}, {str(p)!r}, "
-                                            f"{str(d / 's.json')!r}, {json.dumps(honest)!r}, "
-                                            f"{_MODE[benign]!r}]; runpy.run_path("
-                                            f"{str(drv)!r}, run_name='__main__')"],
-                            inputs=[p], names=[p.name], timeout=300, refusal=True,
-                            ok_codes=(0,) if benign else (0, 1, 2, 3)))
+        b.cases.append(check_case(b, f"dgst/{name}", "digest", drv, text, honest,
+                                  _MODE[benign], (0,) if benign else (0, 1, 2, 3)))
+
+
+def check_case(b: Builder, cid: str, family: str, drv: Path, text: str,
+               honest: dict[str, Any], mode: str, ok_codes: tuple[int, ...]) -> Case:
+    """One edited trace ``text`` audited by the check driver ``drv`` (see ``_CHECK``)."""
+    d = b._dir(cid)
+    p = d / "run.jsonl"
+    p.write_text(text, encoding="utf-8", errors="surrogatepass")
+    return Case(cid, family, ["PY", f"import runpy, sys; sys.argv = ["
+                              f"{str(drv)!r}, {str(p)!r}, "
+                              f"{str(d / 's.json')!r}, {json.dumps(honest)!r}, "
+                              f"{mode!r}]; runpy.run_path("
+                              f"{str(drv)!r}, run_name='__main__')"],
+                inputs=[p], names=[p.name], timeout=300, refusal=True, ok_codes=ok_codes)
 
 
 # ------------------------------------------------------------------------- audit-opts

@@ -25,7 +25,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from . import api_types, cli_cases, names_env, round4, round5, round6, round7, round8, surfaces
+from . import (
+    api_types,
+    cli_cases,
+    names_env,
+    round4,
+    round5,
+    round6,
+    round7,
+    round8,
+    round9,
+    surfaces,
+)
 from .cases import SECRET, Builder, Case
 
 ROOT = Path(os.environ.get("ICORE_REPO") or Path(__file__).resolve().parents[2])
@@ -184,6 +195,7 @@ def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Cas
     round6.all_families(b, work)
     round7.all_families(b, work)
     round8.all_families(b, work)
+    round9.all_families(b, work)
     return b.cases
 
 
@@ -201,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                     "wrap/,gwup/,gwflags/,recedit/,outp/,recval/; round 6: "
                     "fargs/,approv/,recrep/,clic/,gwman/,conc6/; round 7: "
                     "sdkst/,truthy/,bignum/,tgraph/,ybomb/,mcpargs/; round 8: "
-                    "dgst/,aopt/,gwask/,elicit/,mfmt/,seam8/)")
+                    "dgst/,aopt/,gwask/,elicit/,mfmt/,seam8/; round 9: fence9/,store9/,"
+                    "gwstore9/,chain9/)")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
     ap.add_argument("--inproc", type=int, default=0, metavar="N",
                     help="instead: N sampled (path, value) mutations per importer, "

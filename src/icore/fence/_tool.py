@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from icore.errors import DeclarationError, FenceError
+from icore.errors import DeclarationError, FenceError, brief
 from icore.records import RecordId
 
 ScopeFn = Callable[[Mapping[str, Any]], Iterable[str]]
@@ -137,6 +137,9 @@ class ProtectedTool:
             assert self._dynamic is not None
             try:
                 raw = self._dynamic(args)
+                if isinstance(raw, str | bytes | Mapping):  # its letters, its keys
+                    raise TypeError(f"it returned a {type(raw).__name__}, not a collection "
+                                    f"of keys (write {{{brief(raw, 60)}}})")
                 keys = frozenset(raw)
             except Exception as exc:
                 raise DeclarationError(f"dependency scope function failed: {exc}",

@@ -194,7 +194,11 @@ class FenceGuard:
             str (``[1, 2]``: never coerced), empty, or names keys no owner
             is declared for (the error names them and the fix); agent mode: a static key
             that was never written while a written key is close to it (a typo: ``did
-            you mean ...?``; a :class:`~icore.workspace.WorkspaceError`).
+            you mean ...?``; a :class:`~icore.workspace.WorkspaceError`); ``writes``
+            holds a key that names no fact (a pattern, an empty key, a NUL or a lone
+            surrogate: such a claim would guard nothing) or, agent mode, a key no owner
+            is declared for (a ``WorkspaceError``). A ``writes`` function's own such key
+            raises when the call is made.
     """
 
     def __init__(self, *, fence: Fence | None = None, depends_on: Scope,
@@ -257,6 +261,9 @@ class FenceGuard:
         self.depends_on = depends_on
         self.writes = writes if writes is None or callable(writes) else static_keys(
             writes, what="writes")
+        if self.handle is not None and isinstance(self.writes, frozenset):
+            # a key no owner is declared for is a typo: its claim would guard nothing
+            self.handle.workspace.check_keys(self.writes, where="writes")
         self._tools = _fence_seam.Tools(depends_on)
         self.replan = replan
         self.recorder = recorder

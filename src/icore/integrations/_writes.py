@@ -29,6 +29,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from icore.errors import IntegrationError
+from icore.workspace import GLOB_CHARS, arg_fault
 
 Writes = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 """The keys a tool's effect writes: keys, or a function of the call's arguments."""
@@ -179,7 +180,36 @@ def static_keys(scope: Any, *, what: str) -> frozenset[str] | None:
     if bad is not None:
         raise IntegrationError(f"{what} keys must be str (fact keys)", fix=f"{what}="
                                f"{{{str(bad)!r}}}", got=f"{type(bad).__name__} {bad!r}"[:80])
+    if what == "writes":
+        for k in keys:
+            if (why := key_fault(k)) is not None:
+                raise IntegrationError(f"a writes key must name one fact, not {why}",
+                                       key=ascii(k)[:80], fix="writes={'slot/09:00'}: "
+                                       "the exact keys the effect writes (or a function "
+                                       "of the call's arguments)")
     return keys
+
+
+def key_fault(key: str) -> str | None:
+    """Why ``key`` names no fact a claim could guard (None: it names one).
+
+    Claims compare keys as text and a ``depends_on`` key is always one fact, so a
+    ``writes`` pattern (``slot/*``), an empty key or one no store can hold (a NUL, a
+    lone surrogate) would never meet a sibling's key: the claim would silently guard
+    nothing (sweep round 9).
+    """
+    if not key:
+        return "an empty str"
+    if "\x00" in key:
+        return "a key holding a NUL"
+    if not key.isascii():
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a key holding a lone surrogate"
+    if any(c in GLOB_CHARS for c in key):
+        return "a pattern ('*', '?' and '[' only declare owners)"
+    return None
 
 
 def keys_for(scope: Any, args: Mapping[str, Any], *, what: str, tool: str
@@ -204,7 +234,16 @@ def keys_for(scope: Any, args: Mapping[str, Any], *, what: str, tool: str
     if any(not isinstance(k, str) for k in out):
         raise IntegrationError(f"the {what} function returned keys that are not str",
                                tool=tool)
-    return out
+    if what != "writes":
+        return out
+    faults = {k: why for k in out if (why := key_fault(k)) is not None}
+    for k, why in faults.items():
+        if arg_fault(k, args) is None:  # the function's own text: a developer's mistake
+            raise IntegrationError(f"the writes function returned {why}, not one fact's "
+                                   "key", tool=tool, key=ascii(k)[:80])
+    # a key an argument's value spoiled (``day="*"``) names no fact: the gate's D(a)
+    # check refuses such a call with the argument named; nothing to claim for it
+    return out - faults.keys()
 
 
 @contextlib.contextmanager

@@ -482,9 +482,8 @@ class GatewayTrace:
             return
         self._closed = True
         with self._lock:
-            if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+            _close_live(self._fh, self.path)
+            self._fh = None
             if self.path is not None and _not_ours(self.path, self._ident) is None:
                 self.path.unlink(missing_ok=True)
             self.written_to = None
@@ -495,9 +494,8 @@ class GatewayTrace:
         if self.path is None:
             return
         with self._lock:
-            if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+            _close_live(self._fh, self.path)
+            self._fh = None
             text, why, target = self.jsonl(), _not_ours(self.path, self._ident), self.path
             try:
                 if why is not None:
@@ -515,6 +513,20 @@ class GatewayTrace:
             except OSError as exc:
                 self.written_to = None
                 log.error("cannot write the trace %s: %s", target, exc)
+
+
+def _close_live(fh: TextIO | None, path: Path | None) -> None:
+    """Close the live trace file; a failed write its buffer still held is logged.
+
+    As :meth:`GatewayTrace.flush` logs it (a full disk, the file size limit; sweep round
+    9: it escaped the stop as ``error: File too large``, naming no file).
+    """
+    if fh is None:
+        return
+    try:
+        fh.close()
+    except OSError as exc:
+        log.error("cannot write the trace %s: %s", path, exc)
 
 
 def _appended(chain: ChainWriter, lines: Sequence[Mapping[str, Any]]

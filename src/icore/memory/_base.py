@@ -375,8 +375,8 @@ class Store(abc.ABC):
 
         Raises:
             StoreClosed: the store is closed.
-            Exception: the group's write itself failed (e.g. a disk error); nothing of the
-                group was written.
+            StoreError: the group's write failed (SQLite: a full disk, an I/O error;
+                another backend's own exception as it is); nothing of it was written.
         """
         self._check_open()
         out: list[CommitResult | IcoreError] = []

@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from icore._files import path_problem
 from icore._frozen import positional
@@ -172,6 +172,13 @@ class SQLiteStore(Store):
             row = self._db.execute("SELECT value FROM meta WHERE name='format'").fetchone()
         except (sqlite3.DatabaseError, OSError) as exc:
             raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
+        try:
+            self._load(row, agent)
+        except sqlite3.DatabaseError as exc:  # a damaged page past the schema (round 9)
+            raise StoreError(f"cannot open store: {exc}", path=str(self.path)) from exc
+
+    def _load(self, row: tuple[str] | None, agent: str | None) -> None:
+        """The rest of :meth:`_open`: the format mark, the incomplete ids, the heads."""
         if row is None:
             with self._tx():
                 self._db.execute("INSERT INTO meta VALUES ('format', ?)", (_FORMAT,))
@@ -192,6 +199,28 @@ class SQLiteStore(Store):
                            self._db.execute("SELECT key, id, seq FROM heads")}
             self._seqs = {o: (q, i) for o, q, i in
                           self._db.execute("SELECT owner, seq, id FROM owner_seq")}
+
+    def _one(self, sql: str, args: tuple[Any, ...]) -> Any:
+        """One row of a read (or None); a damaged file is a :class:`StoreError`.
+
+        Inside this thread's write transaction the SQLite error is raised as it is: the
+        transaction's end turns it into a :class:`StoreError` for the whole group (a
+        group commit takes a typed error for one op's refusal and goes on, on a
+        transaction SQLite may have rolled back already).
+        """
+        try:
+            return self._db.execute(sql, args).fetchone()
+        except sqlite3.DatabaseError as exc:  # sweep round 9: a corrupt page or text
+            if self._depth and self._in_my_tx():
+                raise
+            raise StoreError(f"cannot read the store: {exc}", path=str(self.path)) from exc
+
+    def _all(self, sql: str) -> list[Any]:
+        """Every row of a read; a damaged file is a :class:`StoreError`."""
+        try:
+            return self._db.execute(sql).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot read the store: {exc}", path=str(self.path)) from exc
 
     def _take_file_lock(self) -> int:
         """Shared (or, exclusive mode, exclusive) advisory lock on ``<file>.lock``."""
@@ -294,8 +323,7 @@ class SQLiteStore(Store):
             return rec
         with self._lock:
             try:
-                row = self._db.execute("SELECT body, complete FROM records WHERE id=?",
-                                       (rid,)).fetchone()
+                row = self._one("SELECT body, complete FROM records WHERE id=?", (rid,))
             except UnicodeEncodeError:  # a lone surrogate: no record can have that id
                 return None
         if row is None:
@@ -323,8 +351,7 @@ class SQLiteStore(Store):
             return self._heads.get(key)
         with self._lock:
             try:
-                row = self._db.execute("SELECT id, seq FROM heads WHERE key=?",
-                                       (key,)).fetchone()
+                row = self._one("SELECT id, seq FROM heads WHERE key=?", (key,))
             except UnicodeEncodeError:  # a lone surrogate: no key stored has one
                 return None
         return None if row is None else HeadEntry(key, row[0], row[1])
@@ -341,8 +368,7 @@ class SQLiteStore(Store):
             return (0, None) if got is None else got
         with self._lock:
             try:
-                row = self._db.execute("SELECT seq, id FROM owner_seq WHERE owner=?",
-                                       (owner,)).fetchone()
+                row = self._one("SELECT seq, id FROM owner_seq WHERE owner=?", (owner,))
             except UnicodeEncodeError:  # a lone surrogate: no owner stored has one
                 return (0, None)
             if not self._in_my_tx():  # a commit checks after its COMMIT
@@ -397,8 +423,7 @@ class SQLiteStore(Store):
     def _installed_raw(self, key: str) -> HeadEntry | None:
         with self._lock:
             try:
-                row = self._db.execute("SELECT id, seq FROM installed WHERE key=?",
-                                       (key,)).fetchone()
+                row = self._one("SELECT id, seq FROM installed WHERE key=?", (key,))
             except UnicodeEncodeError:  # a lone surrogate: no key stored has one
                 return None
             if not self._in_my_tx():  # installed_head; an install checks after COMMIT
@@ -415,8 +440,7 @@ class SQLiteStore(Store):
 
     def _has_content(self, rid: RecordId) -> bool:
         with self._lock:
-            row = self._db.execute("SELECT has_content FROM records WHERE id=?",
-                                   (rid,)).fetchone()
+            row = self._one("SELECT has_content FROM records WHERE id=?", (rid,))
         return bool(row and row[0])
 
     def _store_content(self, rec: Record) -> None:
@@ -429,7 +453,7 @@ class SQLiteStore(Store):
             keys = sorted(self._heads)
         else:
             with self._lock:
-                keys = [r[0] for r in self._db.execute("SELECT key FROM heads ORDER BY key")]
+                keys = [r[0] for r in self._all("SELECT key FROM heads ORDER BY key")]
         self._guard.check()
         return keys
 
@@ -442,7 +466,18 @@ class SQLiteStore(Store):
     def record_count(self) -> int:
         """Return the number of records held (own and cached)."""
         with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM records").fetchone()[0])
+            return int(self._one("SELECT count(*) FROM records", ())[0])
+
+
+def _write_failed(store: SQLiteStore, exc: sqlite3.Error) -> StoreError:
+    """The error of a write transaction SQLite could not complete.
+
+    A full disk, the file size limit (``RLIMIT_FSIZE``), an I/O error: nothing of it was
+    committed (sweep round 9).
+    """
+    return StoreError(f"cannot write the store: {exc}; nothing of this write was "
+                      "committed", path=str(store.path),
+                      fix="free disk space (or raise the file size limit) and retry")
 
 
 class _Tx:
@@ -484,15 +519,19 @@ class _Tx:
                         store._db.execute("COMMIT")
                         store.last_commit_s = time.perf_counter() - t0
                         store._guard.check_all()  # it landed in the path's files
-                    else:
-                        store._db.execute("ROLLBACK")
-                except BaseException:
+                    elif store._db.in_transaction:  # SQLite already rolled back on a
+                        store._db.execute("ROLLBACK")  # full disk or an I/O error
+                except BaseException as exc:
                     store._staged_heads.clear()
                     store._staged_seqs.clear()
-                    if et is None and store._db.in_transaction:
+                    if store._db.in_transaction:
                         with contextlib.suppress(sqlite3.Error):
                             store._db.execute("ROLLBACK")  # nothing of it is written
-                    raise
+                    if et is None and isinstance(exc, sqlite3.Error):
+                        raise _write_failed(store, exc) from exc
+                    if et is None:
+                        raise
+                    # the ROLLBACK of a failed body failed too: report the body's error
                 # the caches and the in-memory table follow only what is durable
                 if et is None:
                     for rec in done:
@@ -501,6 +540,8 @@ class _Tx:
                     store._seqs.update(store._staged_seqs)
                 store._staged_heads.clear()
                 store._staged_seqs.clear()
+                if isinstance(ev, sqlite3.Error):  # the transaction's own write failed
+                    raise _write_failed(store, ev) from ev
         finally:
             store._lock.release()
 

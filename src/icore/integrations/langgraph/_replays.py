@@ -40,7 +40,7 @@ from icore.integrations._approvals import canon
 from icore.integrations._call_ledger import RAN, REFUSED, STARTED, UNKNOWN, CallLedger, Earlier
 from icore.integrations._failed import leaves_open
 from icore.integrations._rerun import retry_message
-from icore.integrations._tool_failed import describe
+from icore.integrations._tool_failed import describe, message_of
 from icore.integrations.langgraph._branches import step_of
 
 MAX_STEPS = 4096
@@ -145,7 +145,7 @@ class StepMemory(CallLedger):
                 not started and not isinstance(exc, ToolException)):
             self.settle(step, None)
         elif not started or not leaves_open(exc):
-            self.settle(step, REFUSED, str(exc))
+            self.settle(step, REFUSED, message_of(exc))
         else:
             self.settle(step, UNKNOWN, describe(exc)[:300])
 
