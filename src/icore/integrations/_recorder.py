@@ -173,10 +173,10 @@ class RunRecorder:
         self._plan_ids: dict[str, int] = {}
         self._stale: dict[_Scope, list[_Waiting]] = {}
         """Refused stale calls waiting for their replan, oldest first: scope -> (their
-        roots, caller, plan id, model turn). The plan id is set when the refused call was itself a
-        replan refused as stale again (its logical call's plan is written: the next call
-        continues it). Sibling calls of one model turn in one scope each wait for their
-        own replan."""
+        roots, caller, plan id, model turn, handed heads, first gate line). The plan id
+        is set when the refused call was itself a replan refused as stale again (its
+        logical call's plan is written: the next call continues it). Sibling calls of one
+        model turn in one scope each wait for their own replan."""
         self._spent: dict[_Scope, _Waiting] = {}
         """Logical calls whose one replan was blocked ``second_change``: scope -> the
         refused call's (roots, caller, plan id, turn). A call the gate takes as that

@@ -19,9 +19,32 @@ from icore.records import Lookup, RecordId
 
 Scope = tuple[str, str, tuple[str, ...]]
 """One logical protected call: (its owner, tool, the facts it depends on)."""
-Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None, Mapping[str, str]]
+Waiting = tuple[tuple[RecordId, ...], str, str | None, Hashable | None, Mapping[str, str],
+                dict[str, Any] | None]
 """A refused stale call waiting for its replan: (roots, caller, plan id, model turn, the
-versions of D(a) it was refused at: key -> the owner's head, handed to the model)."""
+versions of D(a) it was refused at: key -> the owner's head, handed to the model, its
+first gate line: the call's plan line, written when its replan comes, goes before it)."""
+
+
+def plan_before(rec: Any, anchor: Mapping[str, Any] | None, agent: str, content: Any,
+                **fields: Any) -> None:
+    """A ``plan`` line placed before ``anchor`` (a refused call's first gate line).
+
+    A stale call's own plan is written only once its replan shows it was one logical
+    call, but it came before the call's decision: it goes where it happened (QA
+    qa-new13b S4), else (no anchor, or the anchor was removed) at the end.
+    """
+    line = rec.add(agent, "plan", content, **fields)
+    if anchor is None:
+        return
+    with rec._lock:
+        j = next((k for k, ev in enumerate(rec.events) if ev is anchor), None)
+        i = next((k for k, ev in enumerate(rec.events) if ev is line), None)
+        if i is None or j is None or j > i:
+            return
+        del rec.events[i], rec._at[i]
+        rec.events.insert(j, line)
+        rec._at.insert(j, rec._at[j])  # at the anchor's time: the order stays sorted
 
 
 def take_replan_of(stale: dict[Scope, list[Waiting]], scope: Scope,
@@ -71,8 +94,9 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
     if (replanned or handed_over) and first is not None and plan_id is None:
         # this call's original plan before its replan, once per logical call
         plan_id = rec._new_plan_id(tool)  # the plan of the call that was refused
-        rec.plan(planner, f"plan for {tool}", roots=list(stale_roots or first.roots),
-                 plan_id=plan_id)
+        plan_before(rec, stale[5] if stale is not None else None, planner,
+                    f"plan for {tool}", roots=list(stale_roots or first.roots),
+                    plan_id=plan_id)
     if handed_over:  # the model re-planned from the fresh values it was handed
         rec.plan(who, f"replan for {tool}: {text_of(dict(args or result.args))}",
                  roots=list(first.roots) if first is not None else None, replan=True,
@@ -93,14 +117,14 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
             result.final.reason is Reason.SECOND_CHANGE:
         with rec._lock:  # the one replan was blocked: its logical call is spent
             rec._spent[scope] = (tuple(stale_roots or (first.roots if first else ())),
-                                 planner, plan_id, turn, stale[4] if stale else {})
+                                 planner, plan_id, turn, stale[4] if stale else {}, None)
     elif not result.executed and result.final.reason is Reason.STALE:
         with rec._lock:  # a stale call without a replan: the next call replans
             # ... with the same logical call's plan when this was its replan (a
             # replan blocked second_change ends its logical call: none waits)
             rec._stale.setdefault(scope, []).append(
                 (tuple(first.roots) if first is not None else (), who, plan_id, turn,
-                 dict(result.final.heads)))
+                 dict(result.final.heads), gate_lines[0] if gate_lines else None))
     failure = result.value if result.executed and isinstance(
         result.value, Failed) and result.value.ran else None
     task = rec.lineage(tool, result.decisions, lookup=lookup,

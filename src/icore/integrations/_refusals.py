@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from icore.fence import DecisionEntry, Outcome, Reason
-from icore.integrations._recorder_lines import take_replan_of
+from icore.integrations._recorder_lines import plan_before, take_replan_of
 from icore.integrations._trace_data import bounded_args, text_of
 
 if TYPE_CHECKING:
@@ -161,7 +161,8 @@ def replan_refused(rec: RunRecorder, who: str, tool: str, args: Mapping[str, Any
     roots, planner, plan_id = stale[:3]
     if plan_id is None:
         plan_id = rec._new_plan_id(tool)
-        rec.plan(planner, f"plan for {tool}", roots=list(roots), plan_id=plan_id)
+        plan_before(rec, stale[5], planner, f"plan for {tool}", roots=list(roots),
+                    plan_id=plan_id)
     rec.plan(who, f"replan for {tool}: {text_of(dict(args or {}))}", replan=True,
              plan_id=plan_id)
     return True

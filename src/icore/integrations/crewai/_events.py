@@ -40,6 +40,7 @@ from crewai.events.types.tool_usage_events import (
 from icore.integrations import RunRecorder
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._trace_data import bounded_args
+from icore.integrations.crewai._human_input import hear_human_input
 from icore.integrations.crewai._turns import _stack
 
 _TASK_SCOPE = "task_started"
@@ -291,12 +292,17 @@ def recording(recorder: RunRecorder) -> Iterator[CrewRecorder]:
     """Record every CrewAI run inside the block; flushed into ``recorder`` at its end.
 
     Fenced tools built without ``recorder=`` record into ``recorder`` inside the block.
+    A task's human feedback (``Task(human_input=True)``) is recorded as an
+    ``instruction`` of agent ``human`` to the task's agent: the human-input provider in
+    force (the application's, else CrewAI's default) is wrapped for the block, never
+    replaced, and put back at its end (:mod:`icore.integrations.crewai._human_input`).
     """
     cr = CrewRecorder(recorder)
     cr.subscribe()
     token = ACTIVE_RECORDER.set(recorder)
     try:
-        yield cr
+        with hear_human_input(recorder, ACTIVE_RECORDER.get):
+            yield cr
     finally:
         ACTIVE_RECORDER.reset(token)
         cr.flush()
