@@ -78,6 +78,10 @@ class Caller:
         task: the call's ``task`` in the trace (``<session>/<n>``): an answer's line
             names it, so the audit links the answer to exactly this call. None: none
             (a question outside any call).
+        asked: the kinds of question its upstream asked while it was in flight (the
+            call's, or one of its session's calls there when they cannot be told
+            apart): its upstream was running it, so a JSON-RPC error that ends it no
+            longer means it did not run.
     """
 
     def __init__(self, ctx: Any, sid: str, tool: str, args: Mapping[str, Any],
@@ -86,6 +90,7 @@ class Caller:
         self.ctx, self.sid, self.tool, self.args = ctx, sid, tool, args
         self.protected, self.upstream, self.gone = protected, upstream, gone
         self.task = task
+        self.asked: set[str] = set()
         self.scope: anyio.CancelScope | None = None
         self._pauses = 0
         self._left = 0.0
@@ -277,9 +282,11 @@ class Asks:
                                                       "error": why})
             return types.ErrorData(code=types.INVALID_REQUEST,
                                    message=f"{kind} not forwarded: {why}")
-        tool = caller.tool if exact else " or ".join(
-            sorted({x.tool for x in self._inflight.get(upstream, ())
-                    if x.ctx.session is caller.ctx.session}))
+        mine = [caller] if exact else [x for x in self._inflight.get(upstream, ())
+                                       if x.ctx.session is caller.ctx.session]
+        for x in mine:  # its upstream runs it (or one of these: each may have run)
+            x.asked.add(kind)
+        tool = caller.tool if exact else " or ".join(sorted({x.tool for x in mine}))
         message = getattr(params, "message", None)
         asked: dict[str, Any] = {"kind": kind, "upstream": upstream, "tool": tool}
         if exact and caller.task is not None:
@@ -307,8 +314,10 @@ class Asks:
                 result = await _unless_gone(caller, _send(caller, kind, params,
                                                           self.timeout_s))
         except Exception as exc:  # the client's error, no answer in time, session gone
-            text = _failure(exc, self.timeout_s)
-            self.trace.note(caller.sid, f"no answer from the client to {kind} " +
+            text = _failure(exc, self.timeout_s, kind)
+            head = "an unreadable answer" if text.startswith("the client's answer") \
+                else "no answer"
+            self.trace.note(caller.sid, f"{head} from the client to {kind} " +
                             (f"during {tool}" if tool else "outside any call") +
                             f": {text}", ask={**asked, "error": text})
             code = getattr(getattr(exc, "error", None), "code", None)
@@ -480,8 +489,28 @@ async def _unless_gone(caller: Caller, asking: Any) -> Any:
     return got[0]
 
 
-def _failure(exc: BaseException, timeout_s: float) -> str:
-    """What a question's failure says (the client's error, a timeout, a closed session)."""
+_RESULTS = {"elicitation": ("elicitation/create", "ElicitResult"),
+            "sampling": ("sampling/createMessage", "CreateMessageResult"),
+            "roots": ("roots/list", "ListRootsResult")}
+"""Each question's method and the result type its answer must fit."""
+
+
+def _failure(exc: BaseException, timeout_s: float, kind: str = "elicitation") -> str:
+    """What a question's failure says (the client's error, a timeout, a closed session).
+
+    A result that does not fit the question's result type (pydantic's error: the SDK
+    validates it) is named by its first error, never pydantic's whole dump.
+    """
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and not hasattr(exc, "error"):
+        method, model = _RESULTS.get(kind, (kind, "result"))
+        try:
+            first: Any = errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ())) or "the result"
+            return (f"the client's answer to {method} does not fit {model}: {loc}: "
+                    f"{first.get('msg')}")[:300]
+        except Exception:  # not pydantic's: its text below
+            pass
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     if isinstance(exc, TimeoutError) or "timed out" in text.lower():
         return f"the client did not answer within {timeout_s:g} s"

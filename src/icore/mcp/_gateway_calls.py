@@ -193,12 +193,13 @@ class _ToolCalls:
                    ex: Any = None) -> Any:
         """Gate (when protected), forward and record one call (shielded by the caller)."""
         u = self.gw.upstreams[route.upstream]
-        reached: list[bool] = []
+        reached: list[Caller] = []
 
         async def forward(**a: Any) -> Any:
-            reached.append(True)
-            with self.gw.asks.calling(Caller(ctx, view.sid, name, a, spec is not None,
-                                             route.upstream, CLIENT_GONE.get(), task)):
+            caller = Caller(ctx, view.sid, name, a, spec is not None, route.upstream,
+                            CLIENT_GONE.get(), task)
+            reached.append(caller)
+            with self.gw.asks.calling(caller):
                 return await u.request("tools/call", lambda s: u.call_tool(
                     s, route.name, a, forward_meta(params.meta)))
 
@@ -224,16 +225,24 @@ class _ToolCalls:
                                     detail=msg)
             if not upstream_refused(exc):  # garbage, not a JSON-RPC error: it may have run
                 return _no_answer(self.gw.trace, view.sid, name, args, task, route, exc)
+            what = not_forwarded(msg)
+            said = f"upstream {route.upstream} refused {name}: {msg}"
+            if what is not None:  # the client cannot be asked
+                said = (f"upstream {route.upstream} could not finish {name}: it asked the "
+                        f"client for {what}, which this client does not support or cannot "
+                        "receive (the icore gateway forwards such a request to the calling "
+                        f"client when it can); its error: {msg}")
+            if asked := sorted(set().union(*(c.asked for c in reached))):
+                if what is None:
+                    said = (f"upstream {route.upstream} ended {name} with an error after it "
+                            f"asked the client for {' and '.join(asked)} during the call: "
+                            f"{msg}")
+                return _ended_after_asking(self.gw.trace, view.sid, name, args, task,
+                                           route, said)
             # the upstream answered a JSON-RPC error: it did not run the call
             self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg}", error=True,
                                task=task)
-            if (what := not_forwarded(msg)) is not None:  # the client cannot be asked
-                return _error_result(
-                    f"upstream {route.upstream} could not finish {name}: it asked the "
-                    f"client for {what}, which this client does not support or cannot "
-                    "receive (the icore gateway forwards such a request to the calling "
-                    f"client when it can); its error: {msg}")
-            return _error_result(f"upstream {route.upstream} refused {name}: {msg}")
+            return _error_result(said)
         if (bad := output_problem(name, self.gw.tool_defs.get(name), result)) is not None:
             result = _error_result(f"{bad}; the gateway does not forward a result that breaks "
                                    "the tool's outputSchema (MCP: a server MUST conform to it)")
@@ -515,6 +524,21 @@ def _no_answer(trace: GatewayTrace, sid: str, name: str, args: Mapping[str, Any]
     """
     said = (f"upstream {route.upstream} sent no valid answer to {name} "
             f"({garbage_text(exc)}); {MAY_HAVE_RUN}")
+    trace.call(sid, name, args, f"UPSTREAM FAILED: {said}", error=True, task=task,
+               may_have_run=True)
+    return _error_result(said, meta={"icore/upstream": {"upstream": route.upstream,
+                                                        "may_have_run": True}})
+
+
+def _ended_after_asking(trace: GatewayTrace, sid: str, name: str, args: Mapping[str, Any],
+                        task: str, route: Route, said: str) -> Any:
+    """A call whose upstream asked the client mid-call, then answered a JSON-RPC error.
+
+    The upstream was running the call's body when it asked (its question proves it), so
+    its error does not mean it did not run: traced ``may_have_run`` (``icore audit``:
+    outcome unknown), never a clean refusal, as any failure of a started body (#29).
+    """
+    said = f"{said}; {MAY_HAVE_RUN}"
     trace.call(sid, name, args, f"UPSTREAM FAILED: {said}", error=True, task=task,
                may_have_run=True)
     return _error_result(said, meta={"icore/upstream": {"upstream": route.upstream,
