@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from icore.mcp._gateway_urls import UrlElicitations
 from icore.mcp._client_reach import (
     FIRST_GET_GRACE_S,
     NO_GET_STREAM,
@@ -168,6 +169,8 @@ class Asks:
         self.trace = trace
         self.timeout_s = timeout_s
         self._inflight: dict[str, list[Caller]] = {}
+        self.urls = UrlElicitations(trace)
+        """Where each forwarded URL elicitation went (its completion follows it)."""
         self.streams: GetStreams | None = None
         """HTTP: the sessions' open GET streams (set by the HTTP front); None: stdio."""
         self.sole: tuple[Any, str] | None = None
@@ -323,6 +326,9 @@ class Asks:
             code = getattr(getattr(exc, "error", None), "code", None)
             return types.ErrorData(code=code if isinstance(code, int)
                                    else types.INTERNAL_ERROR, message=text)
+        if kind == "elicitation" and getattr(params, "mode", None) == "url":
+            self.urls.sent(upstream, getattr(params, "elicitation_id", None),
+                           caller.ctx.session, caller.sid)
         schema = getattr(params, "requested_schema", None)
         self._answered(caller, exact, kind, asked, result,
                        schema if isinstance(schema, Mapping) else None)

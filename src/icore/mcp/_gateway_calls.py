@@ -55,6 +55,7 @@ from icore.mcp._gateway_refusal import HINT as _HINT
 from icore.mcp._gateway_refusal import error_result as _error_result
 from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
+from icore.mcp._gateway_urls import URL_REQUIRED, url_required_error
 from icore.mcp._replans import Replans
 from icore.mcp._session_log import GatewayTrace
 from icore.mcp._upstream import Upstream
@@ -225,6 +226,12 @@ class _ToolCalls:
                                     detail=msg)
             if not upstream_refused(exc):  # garbage, not a JSON-RPC error: it may have run
                 return _no_answer(self.gw.trace, view.sid, name, args, task, route, exc)
+            if getattr(exc, "code", None) == URL_REQUIRED and not any(c.asked for c in reached):
+                # the client's human must open URLs first: the error passed on as sent
+                urls = self.gw.asks.urls.required(route.upstream, ctx.session, view.sid, exc)
+                self.gw.trace.call(view.sid, name, args, f"UPSTREAM ERROR: {msg} "
+                                   f"({', '.join(urls)})", error=True, task=task)
+                raise url_required_error(exc) from None
             what = not_forwarded(msg)
             said = f"upstream {route.upstream} refused {name}: {msg}"
             if what is not None:  # the client cannot be asked
