@@ -242,12 +242,15 @@ class Asks:
         self.trace.note(sid, "the client's roots changed; passed to upstream(s) "
                         + (", ".join(sent) or "none (none connected)"))
 
-    def _caller(self, upstream: str, kind: str) -> tuple[Caller | None, bool, str]:
+    def _caller(self, upstream: str, kind: str, params: Any = None
+                ) -> tuple[Caller | None, bool, str]:
         """``(caller, exact, why none)`` of a ``kind`` question ``upstream`` asks now.
 
         ``exact``: the one call that asked is known (else one of one session's calls).
         A ``roots/list`` outside any call goes to the stdio client (:attr:`sole`; its
-        caller has no ``tool`` nor ``task``).
+        caller has no ``tool`` nor ``task``). A question with no link to its call while
+        calls of several sessions are in flight goes to the one session among them that
+        can answer it (:func:`able`), if only one can; else none (ambiguous).
         """
         c = CALLER.get()
         if c is not None and c.upstream == upstream:
@@ -257,16 +260,19 @@ class Asks:
             return calls[0], True, ""
         if calls and len({id(x.ctx.session) for x in calls}) == 1:
             return calls[0], False, ""
+        fit = [x for x in calls if able(x, kind, params, self.streams)]
+        if calls and len({id(x.ctx.session) for x in fit}) == 1:
+            return fit[0], False, ""  # the others' clients could not answer it at all
         if not calls:
             if kind == "roots" and self.sole is not None:  # stdio: its one client's
                 return Caller(self.sole[0], self.sole[1], "", {}, False, upstream), \
                     True, ""
             return None, False, f"no call of a client is in flight at upstream {upstream}"
-        return None, False, (f"{len(calls)} calls of several client sessions are in "
-                             f"flight at upstream {upstream} and its request carries no "
-                             "link to one (a stdio line, or an HTTP upstream's request "
-                             "sent on its GET stream), so the gateway cannot tell which "
-                             "one asked")
+        return None, False, (f"{len(calls)} calls of {len({id(x.ctx.session) for x in fit})}"
+                             f" client sessions that can answer {kind} are in flight at "
+                             f"upstream {upstream} and its request carries no link to one "
+                             "(a stdio line, or an HTTP upstream's request sent on its GET "
+                             "stream), so the gateway cannot tell which one asked")
 
     async def ask(self, upstream: str, kind: str, params: Any) -> Any:
         """Forward ``params`` (a ``kind`` question of ``upstream``) to its caller's client.
@@ -277,7 +283,7 @@ class Asks:
         :attr:`timeout_s`, the client's own error or its session gone.
         """
         import mcp_types as types
-        caller, exact, why = self._caller(upstream, kind)
+        caller, exact, why = self._caller(upstream, kind, params)
         if caller is None:
             log.warning("upstream %s asked for %s: %s", upstream, kind, why)
             self.trace.note("gateway", f"upstream {upstream} asked for {kind}; not "
@@ -285,11 +291,11 @@ class Asks:
                                                       "error": why})
             return types.ErrorData(code=types.INVALID_REQUEST,
                                    message=f"{kind} not forwarded: {why}")
-        mine = [caller] if exact else [x for x in self._inflight.get(upstream, ())
-                                       if x.ctx.session is caller.ctx.session]
-        for x in mine:  # its upstream runs it (or one of these: each may have run)
+        anyone = [caller] if exact else list(self._inflight.get(upstream, ()))
+        for x in anyone:  # its upstream runs it (or one of these: each may have run)
             x.asked.add(kind)
-        tool = caller.tool if exact else " or ".join(sorted({x.tool for x in mine}))
+        tool = caller.tool if exact else " or ".join(sorted(
+            {x.tool for x in anyone if x.ctx.session is caller.ctx.session}))
         message = getattr(params, "message", None)
         asked: dict[str, Any] = {"kind": kind, "upstream": upstream, "tool": tool}
         if exact and caller.task is not None:
@@ -368,6 +374,18 @@ class Asks:
         self.trace.note(caller.sid, f"a human answered {action} ({said}) to "
                         f"{asked['tool']}'s question" + (f": {text}" if text else ""),
                         **fields)
+
+
+def able(caller: Caller, kind: str, params: Any, streams: GetStreams | None) -> bool:
+    """Whether ``caller``'s client can answer a ``kind`` question now.
+
+    Its request still open (HTTP: its connection not gone), the capability declared and
+    a channel to send it on (:func:`~icore.mcp._client_reach.cannot_receive`; an HTTP
+    session whose first GET stream is not open yet counts as unable).
+    """
+    if caller.gone is not None and caller.gone.is_set():
+        return False
+    return cannot_receive(caller.ctx.session, kind, params, streams) is None
 
 
 ANSWERED = "answered"
