@@ -47,7 +47,7 @@ class _Raw:
     """A raw JSON-RPC client on ``icore mcp``'s stdio pipes (it can send anything)."""
 
     def __init__(self, manifest: Path, folder: Path) -> None:
-        self.err = open(folder / "gateway.err", "w")  # noqa: SIM115 - closed in close()
+        self.err = open(folder / "gateway.err", "w")
         self.p = subprocess.Popen([sys.executable, "-m", "icore", "mcp", str(manifest)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.err, env=env(), text=True)

@@ -268,8 +268,7 @@ class Gateway:
                     self.trace.version(rec, "manifest")
 
     async def _notified(self, upstream: str, message: Any) -> None:
-        """An upstream's notification: a URL elicitation's end to its session, else the
-        resources' (a resource update read again)."""
+        """An upstream's notification, to its URL elicitation's session or the resources."""
         if not await self.asks.urls.completed(upstream, message):
             await self._resources.on_upstream_notification(upstream, message)
 

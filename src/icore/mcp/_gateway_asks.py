@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from icore.mcp._gateway_urls import UrlElicitations
 from icore.mcp._client_reach import (
     FIRST_GET_GRACE_S,
     NO_GET_STREAM,
@@ -53,6 +52,7 @@ from icore.mcp._client_reach import (
     not_receivable,
     session_id,
 )
+from icore.mcp._gateway_urls import UrlElicitations
 
 if TYPE_CHECKING:
     from icore.mcp._session_log import GatewayTrace

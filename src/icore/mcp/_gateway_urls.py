@@ -59,6 +59,9 @@ class UrlElicitations:
         """``upstream`` answered a call of ``session`` with ``-32042``: its URLs went there.
 
         Args:
+            upstream: the upstream's name.
+            session: the calling client's server-side session.
+            sid: that session's id in the trace.
             error: the upstream's error (``MCPError``: its ``data.elicitations``).
 
         Returns:
