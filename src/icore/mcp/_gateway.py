@@ -129,7 +129,7 @@ class Gateway:
         self.upstreams = {
             n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
                         if s.command is not None else s,
-                        self._notified,
+                        self.asks.urls.then(self._resources.on_upstream_notification),
                         int(manifest.max_message_mb * 2**20), self.asks.callbacks(n))
             for n, s in manifest.upstreams.items()}
         if tpath is not None and manifest.trace and \
@@ -266,11 +266,6 @@ class Gateway:
                 rec, _ = self.facts.observe(key, value, type="fact")
                 if rec is not None:
                     self.trace.version(rec, "manifest")
-
-    async def _notified(self, upstream: str, message: Any) -> None:
-        """An upstream's notification, to its URL elicitation's session or the resources."""
-        if not await self.asks.urls.completed(upstream, message):
-            await self._resources.on_upstream_notification(upstream, message)
 
     @property
     def unresolved(self) -> Unresolved:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -75,6 +75,14 @@ class UrlElicitations:
                 self.sent(upstream, item.get("elicitationId"), session, sid)
                 urls.append(str(item.get("url", ""))[:500])
         return urls
+
+    def then(self, rest: Callable[[str, Any], Awaitable[None]]
+             ) -> Callable[[str, Any], Awaitable[None]]:
+        """An upstream's notification handler: :meth:`completed`, else ``rest``'s."""
+        async def notified(upstream: str, message: Any) -> None:
+            if not await self.completed(upstream, message):
+                await rest(upstream, message)
+        return notified
 
     async def completed(self, upstream: str, message: Any) -> bool:
         """Pass ``upstream``'s ``notifications/elicitation/complete`` to its session.
