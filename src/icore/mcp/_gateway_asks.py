@@ -285,6 +285,8 @@ class Asks:
         import mcp_types as types
         caller, exact, why = self._caller(upstream, kind, params)
         if caller is None:
+            for x in self._inflight.get(upstream, ()):  # one of them asked: each may run
+                x.asked.add(kind)
             log.warning("upstream %s asked for %s: %s", upstream, kind, why)
             self.trace.note("gateway", f"upstream {upstream} asked for {kind}; not "
                             f"forwarded: {why}", ask={"kind": kind, "upstream": upstream,
