@@ -223,3 +223,36 @@ def test_http_malformed_answer_fails_the_question_at_once(
     assert status == 400 and named in body and "the request it answers failed" in body, body
     assert result["isError"] and result["_meta"]["icore/upstream"]["may_have_run"] is True
     _check_recorded(tmp_path, log, named, text(result))
+
+
+def test_stdio_one_session_two_calls_in_flight_is_asked(tmp_path: Path) -> None:
+    """One stdio client with two calls in flight at a stdio upstream (``nap`` and the
+    protected ``approve``): the upstream's question (its line carries no link to the
+    call) goes to that one session (QA qa-new13c: it was refused "several client
+    sessions", the SDK 2.x making a session object per request), answered, and both
+    calls end well."""
+    log = tmp_path / "up.log"
+    manifest = _manifest(tmp_path, _stdio_upstream(log), ask_timeout_s=DAY)
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> Any:
+        import mcp_types as types
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def main() -> list[str]:
+        said: list[str] = []
+        with anyio.fail_after(GUARD_S):
+            async with _stdio(manifest, elicitation_callback=elicit) as s:
+                await s.call_tool("icore_get_fact", {"key": BUDGET})
+                async with anyio.create_task_group() as tg:
+                    async def slow() -> None:
+                        said.append(text(await s.call_tool("nap", {"seconds": 2})))
+                    tg.start_soon(slow)
+                    await anyio.sleep(0.5)
+                    said.append(text(await s.call_tool("approve", {"amount": 7})))
+        return said
+
+    said = anyio.run(main)
+    assert asked == ["Pay 7?"]
+    assert sorted(said) == ["approval: accept approve=True", "slept 2"], said

@@ -150,6 +150,14 @@ async def finish_auth(eid: str, ctx: Context) -> str:
 
 
 @mcp.tool()
+async def nap(seconds: float) -> str:
+    """Sleep ``seconds``, then answer (a call that stays in flight a while)."""
+    import anyio
+    await anyio.sleep(seconds)
+    return f"slept {seconds:g}"
+
+
+@mcp.tool()
 def echo(text: str) -> str:
     """Echo text back."""
     return text

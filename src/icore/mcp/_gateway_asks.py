@@ -258,17 +258,17 @@ class Asks:
         calls = list(self._inflight.get(upstream, ()))
         if len(calls) == 1:
             return calls[0], True, ""
-        if calls and len({id(x.ctx.session) for x in calls}) == 1:
+        if calls and len({x.sid for x in calls}) == 1:
             return calls[0], False, ""
         fit = [x for x in calls if able(x, kind, params, self.streams)]
-        if calls and len({id(x.ctx.session) for x in fit}) == 1:
+        if calls and len({x.sid for x in fit}) == 1:
             return fit[0], False, ""  # the others' clients could not answer it at all
         if not calls:
             if kind == "roots" and self.sole is not None:  # stdio: its one client's
                 return Caller(self.sole[0], self.sole[1], "", {}, False, upstream), \
                     True, ""
             return None, False, f"no call of a client is in flight at upstream {upstream}"
-        return None, False, (f"{len(calls)} calls of {len({id(x.ctx.session) for x in fit})}"
+        return None, False, (f"{len(calls)} calls of {len({x.sid for x in fit})}"
                              f" client sessions that can answer {kind} are in flight at "
                              f"upstream {upstream} and its request carries no link to one "
                              "(a stdio line, or an HTTP upstream's request sent on its GET "
@@ -297,7 +297,7 @@ class Asks:
         for x in anyone:  # its upstream runs it (or one of these: each may have run)
             x.asked.add(kind)
         tool = caller.tool if exact else " or ".join(sorted(
-            {x.tool for x in anyone if x.ctx.session is caller.ctx.session}))
+            {x.tool for x in anyone if x.sid == caller.sid}))
         message = getattr(params, "message", None)
         asked: dict[str, Any] = {"kind": kind, "upstream": upstream, "tool": tool}
         if exact and caller.task is not None:
