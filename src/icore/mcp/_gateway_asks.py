@@ -338,8 +338,18 @@ class Asks:
             self.urls.sent(upstream, getattr(params, "elicitation_id", None),
                            caller.ctx.session, caller.sid)
         schema = getattr(params, "requested_schema", None)
-        self._answered(caller, exact, kind, asked, result,
-                       schema if isinstance(schema, Mapping) else None)
+        schema = schema if isinstance(schema, Mapping) else None
+        if kind == "elicitation" and any(x.protected for x in anyone) and \
+                (unfit := misfit(result, schema)) is not None:
+            # fail closed: the upstream's own parser may read "yes" as true and act
+            text = (f"the human's answer does not fit the requested form ({unfit}); not "
+                    "passed to the upstream of a protected call (fail closed)")
+            self.trace.note(caller.sid, f"an unfitting answer from the client to {kind} "
+                            f"during {tool}: {text}", ask={
+                                **asked, "error": text, "action": result.action,
+                                "content": _bounded(result.content), "decision": "reject"})
+            return types.ErrorData(code=types.INVALID_PARAMS, message=text)
+        self._answered(caller, exact, kind, asked, result, schema)
         return result
 
     def _answered(self, caller: Caller, exact: bool, kind: str, asked: dict[str, Any],
@@ -424,6 +434,29 @@ def human_decision(action: str, content: Mapping[str, Any] | None,
     if not flags or not _fits(content, props, (schema or {}).get("required")):
         return ANSWERED
     return "approve" if all(content.get(k) is True for k in flags) else ANSWERED
+
+
+def misfit(result: Any, schema: Mapping[str, Any] | None) -> str | None:
+    """Why an accepted elicitation answer does not fit its form ``schema``, else None.
+
+    None too when the answer is no ``accept`` (nothing to act on) or the form declares no
+    properties (nothing to fit).
+    """
+    props = (schema or {}).get("properties")
+    if getattr(result, "action", None) != "accept" or not isinstance(props, Mapping):
+        return None
+    content = getattr(result, "content", None)
+    if not isinstance(content, Mapping):
+        return "no content"
+    if _fits(content, props, (schema or {}).get("required")):
+        return None
+    wrong = sorted(str(k) for k in content if not isinstance(props.get(k), Mapping) or
+                   not _fits({k: content[k]}, props, None))
+    missing = [k for k in (schema or {}).get("required") or () if k not in content]
+    return "; ".join(filter(None, [
+        f"field(s) {', '.join(wrong)[:200]} not of the form's type or values" if wrong
+        else "", f"required field(s) {', '.join(map(str, missing))[:200]} missing"
+        if missing else ""])) or "it does not fit"
 
 
 def _fits(content: Mapping[str, Any], props: Mapping[str, Any], required: Any) -> bool:
