@@ -19,7 +19,14 @@ import anyio
 import pytest
 
 from .conftest import text, upstream_log
-from .test_gateway_asks import _http, _http_gateway, _manifest, _stdio, _stdio_upstream
+from .test_gateway_asks import (
+    _concurrently,
+    _http,
+    _http_gateway,
+    _manifest,
+    _stdio,
+    _stdio_upstream,
+)
 
 
 def _roots(*uris: str) -> Any:
@@ -129,11 +136,7 @@ def test_http_roots_with_another_sessions_call_in_flight(tmp_path: Path,
             assert not r.is_error and "accept" in text(r), text(r)
 
     with _http_gateway(tmp_path, log) as url:
-        async def main() -> None:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(bob, url)
-                tg.start_soon(alice, url)
-        anyio.run(main)
+        _concurrently(url, bob, alice)
     done = [x for x in upstream_log(log) if x["tool"] == "where_done"]
     if not bob_has_roots:
         assert said == ["file:///alice"] and done[0]["roots"] == ["file:///alice"], said
