@@ -441,8 +441,9 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut, *,
                 except ValueError as exc:
                     if (error := _unreadable_answer(line)) is not None:
                         # a response to the gateway's request: fail that request now
-                        log.warning("the client answered request %r with no valid JSON-RPC "
-                                    "response: %s", error.id, error.error.message)
+                        log.warning("malformed JSON-RPC line on stdin (%d characters): %s; "
+                                    "it fails the request it answers (id %r), if in flight",
+                                    len(line), error.error.message, error.id)
                         await read_w.send(SessionMessage(error))
                         continue
                     await refuse(line, exc)
