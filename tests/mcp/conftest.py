@@ -33,17 +33,68 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _listens(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds a listening TCP socket on ``port`` (None: unknown).
+
+    ``free_port`` hands out a port that is free now; on a machine running several test
+    sessions another process may take it before the server binds it. A connection that
+    succeeds then reaches that other process's server (another session's upstream),
+    whose later exit looks like "Connection closed" in this test (#29: the one failure
+    of ``test_icore_mcp_lean_0_keeps_the_sdks_client`` under load). Linux's /proc tells
+    whose socket it is.
+    """
+    inodes: set[str] = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table, encoding="ascii") as f:
+                for row in f.read().splitlines()[1:]:
+                    cols = row.split()
+                    if len(cols) > 9 and cols[3] == "0A" and \
+                            int(cols[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(cols[9])
+        os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    family, i = [pid], 0
+    while i < len(family) < 64:  # the process and its children (a launcher's server)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{family[i]}/task"):
+                with open(f"/proc/{family[i]}/task/{task}/children", encoding="ascii") as f:
+                    family += [int(c) for c in f.read().split()]
+        i += 1
+    for member in family:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{member}/fd"):
+                with contextlib.suppress(OSError):
+                    link = os.readlink(f"/proc/{member}/fd/{fd}")
+                    if link.startswith("socket:[") and link[8:-1] in inodes:
+                        return True
+    return False
+
+
 def wait_port(port: int, proc: subprocess.Popen[Any], timeout_s: float = 30) -> None:
+    """Until ``proc`` serves ``port`` (its own listening socket, where /proc tells).
+
+    Raises:
+        AssertionError: ``proc`` exited (e.g. the port was taken by another process
+            first: it could not bind), or the port was not ``proc``'s within
+            ``timeout_s``.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"server exited with {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+                pass
         except OSError:
             time.sleep(0.05)
-    raise AssertionError(f"port {port} did not open in {timeout_s} s")
+            continue
+        if _listens(proc.pid, port) is not False:
+            return
+        time.sleep(0.05)  # another process's server on that port: not ours (yet)
+    raise AssertionError(f"port {port} was not served by process {proc.pid} in "
+                         f"{timeout_s} s")
 
 
 @contextlib.contextmanager

@@ -187,6 +187,15 @@ def _http_gateway(folder: Path, log: Path, lean: bool = True, **extra: Any
             yield f"http://127.0.0.1:{p_gw}/mcp"
 
 
+def _concurrently(url: str, *agents: Any) -> None:
+    """Run each ``agent(url)`` at once (one task each) until all are done."""
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for agent in agents:
+                tg.start_soon(agent, url)
+    anyio.run(main)
+
+
 @contextlib.asynccontextmanager
 async def _http(url: str, name: str, **callbacks: Any) -> AsyncIterator[Any]:
     from mcp.client import ClientSession

@@ -4,7 +4,8 @@ Real parts: the SDK's client launching ``icore mcp`` over stdio, answering the
 upstream's ``ctx.elicit`` forms (tests/mcp/upstream_asks.py): a two-field form
 (``approve: bool``, ``note: str``) answered ``accept {"approve": false}`` is a
 rejection, not an approval; an answer that does not fit the form, or a free-input form
-(no yes/no field), is recorded as answered, neither approved nor rejected. The audit
+(no yes/no field), is recorded as answered, neither approved nor rejected; one that
+does not fit a protected call's form is not passed on (fail closed). The audit
 says the answer came while the call ran (after its gate) and shows the call's arguments.
 """
 
@@ -62,18 +63,24 @@ def test_two_field_form_no_is_rejected_and_nonsense_is_not_approved(tmp_path: Pa
             r = await s.call_tool("approve_noted", {"amount": 1})
             assert "approve=False" in str(r.content), r
             await s.call_tool("approve_noted", {"amount": 2})
-            await s.call_tool("approve_noted", {"amount": 3})
+            r = await s.call_tool("approve_noted", {"amount": 3})
+            assert "does not fit the requested form" in str(r.content), r  # not acted on
             await s.call_tool("ask_name", {"amount": 4})
 
     anyio.run(main)
     trace = tmp_path / "trace.jsonl"
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     said = [x for x in lines if isinstance(x.get("ask"), dict) and "action" in x["ask"]]
-    assert [x["ask"]["decision"] for x in said] == ["reject", "approve", ANSWERED, ANSWERED]
+    # an answer that does not fit a protected call's form is not passed on (fail closed,
+    # QA qa-new13c: the upstream's parser may read "yes" as true and act on it)
+    assert [x["ask"]["decision"] for x in said] == ["reject", "approve", "reject", ANSWERED]
     assert [x.get("decision") for x in said] == ["reject", "approve", None, None]
     assert said[2]["ask"]["content"] == {"approve": "nope", "x": "y"}
-    assert "neither approved nor rejected" in said[2]["content"]
-    assert '"approve": "nope"' in said[2]["content"]
+    assert said[2]["ask"]["error"].startswith(
+        "the human's answer does not fit the requested form (field(s) approve, x not of "
+        "the form's type or values); not passed to the upstream of a protected call")
+    assert "an unfitting answer from the client" in said[2]["content"]
+    assert "neither approved nor rejected" in said[3]["content"]
     cut = said[3]["ask"]["content"]
     assert isinstance(cut, str) and len(cut) <= CONTENT_CAP + 1
     t = load_jsonl(trace)

@@ -19,7 +19,7 @@ import anyio
 from icore.adapters import load_jsonl, trace_lineages
 
 from .conftest import upstream_log
-from .test_gateway_asks import BUDGET, _http, _http_gateway
+from .test_gateway_asks import BUDGET, _concurrently, _http, _http_gateway
 
 _H = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -109,11 +109,7 @@ def test_http_answers_link_to_their_own_call_by_task(tmp_path: Path) -> None:
         second_done.set()
 
     with _http_gateway(tmp_path, log) as url:
-        async def main() -> None:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(alice, url)
-                tg.start_soon(bob, url)
-        anyio.run(main)
+        _concurrently(url, alice, bob)
     trace = tmp_path / "trace.jsonl"
     answers = [json.loads(x) for x in trace.read_text().splitlines() if '"answered_by"' in x]
     assert [(a["agent"].split("#")[0], a["decision"]) for a in answers] == [

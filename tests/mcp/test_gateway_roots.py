@@ -19,7 +19,14 @@ import anyio
 import pytest
 
 from .conftest import text, upstream_log
-from .test_gateway_asks import _http, _http_gateway, _manifest, _stdio, _stdio_upstream
+from .test_gateway_asks import (
+    _concurrently,
+    _http,
+    _http_gateway,
+    _manifest,
+    _stdio,
+    _stdio_upstream,
+)
 
 
 def _roots(*uris: str) -> Any:
@@ -93,3 +100,47 @@ def test_http_roots_go_to_the_calling_session(tmp_path: Path, lean: bool) -> Non
         anyio.run(main)
     assert [x.get("roots") for x in upstream_log(log) if x["tool"] == "where_done"] == [
         ["file:///alice"], ["file:///bob"]]
+
+
+@pytest.mark.parametrize("bob_has_roots", [False, True])
+def test_http_roots_with_another_sessions_call_in_flight(tmp_path: Path,
+                                                         bob_has_roots: bool) -> None:
+    """Over ``--http`` and an HTTP upstream, alice's ``where`` asks ``roots/list`` (on
+    the upstream's GET stream: no link to the call) while bob's call to the same
+    upstream is in flight (waiting on his human). Bob declared no roots: only alice's
+    session can answer, so it goes there (it was refused). Bob declared roots too: truly
+    ambiguous, refused with an error saying so (never guessed)."""
+    import mcp_types as types
+    log = tmp_path / "up.log"
+    bob_asked, alice_done = anyio.Event(), anyio.Event()
+    said: list[str] = []
+
+    async def bob_says(context: Any, params: Any) -> Any:
+        bob_asked.set()
+        with anyio.fail_after(60):
+            await alice_done.wait()
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def alice(url: str) -> None:
+        async with _http(url, "alice", list_roots_callback=_roots("file:///alice")) as s:
+            with anyio.fail_after(60):
+                await bob_asked.wait()
+            said.append(text(await s.call_tool("where", {})))
+        alice_done.set()
+
+    async def bob(url: str) -> None:
+        extra = {"list_roots_callback": _roots("file:///bob")} if bob_has_roots else {}
+        async with _http(url, "bob", elicitation_callback=bob_says, **extra) as s:
+            await s.call_tool("icore_get_fact", {"key": "fact://plan/budget"})
+            r = await s.call_tool("approve", {"amount": 3})
+            assert not r.is_error and "accept" in text(r), text(r)
+
+    with _http_gateway(tmp_path, log) as url:
+        _concurrently(url, bob, alice)
+    done = [x for x in upstream_log(log) if x["tool"] == "where_done"]
+    if not bob_has_roots:
+        assert said == ["file:///alice"] and done[0]["roots"] == ["file:///alice"], said
+        return
+    assert "roots not forwarded: 2 calls of 2 client sessions that can answer roots are " \
+           "in flight at upstream asks" in done[0]["error"], done
+    assert "cannot tell which one asked" in said[0], said

@@ -123,6 +123,41 @@ mcp._lowlevel_server.add_notification_handler(
 
 
 @mcp.tool()
+async def sign_in(eid: str, ctx: Context) -> str:
+    """Send the client's human to a URL (URL-mode elicitation ``eid``), then say it ended
+    (``notifications/elicitation/complete``) and answer what the human said."""
+    r = await ctx.elicit_url("Sign in at the bank", f"https://bank.example/auth/{eid}", eid)
+    await ctx.session.send_elicit_complete(eid)
+    return f"url: {r.action}"
+
+
+@mcp.tool()
+async def needs_auth(eid: str) -> str:
+    """Answer -32042 (URL elicitation ``eid`` required before this call can run)."""
+    from mcp.shared.exceptions import UrlElicitationRequiredError
+    from mcp_types import ElicitRequestURLParams
+    _log("needs_auth", eid=eid)
+    raise UrlElicitationRequiredError([ElicitRequestURLParams(
+        message="Authorize first", url=f"https://bank.example/auth/{eid}",
+        elicitation_id=eid)])
+
+
+@mcp.tool()
+async def finish_auth(eid: str, ctx: Context) -> str:
+    """The out-of-band interaction ``eid`` ended: say so to the client."""
+    await ctx.session.send_elicit_complete(eid)
+    return f"completed {eid}"
+
+
+@mcp.tool()
+async def nap(seconds: float) -> str:
+    """Sleep ``seconds``, then answer (a call that stays in flight a while)."""
+    import anyio
+    await anyio.sleep(seconds)
+    return f"slept {seconds:g}"
+
+
+@mcp.tool()
 def echo(text: str) -> str:
     """Echo text back."""
     return text

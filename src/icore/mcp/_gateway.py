@@ -133,7 +133,8 @@ class Gateway:
         self.upstreams = {
             n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
                         if s.command is not None else s,
-                        self.progress.before(self._resources.on_upstream_notification),
+                        self.progress.before(self.asks.urls.then(
+                            self._resources.on_upstream_notification)),
                         int(manifest.max_message_mb * 2**20), self.asks.callbacks(n))
             for n, s in manifest.upstreams.items()}
         if tpath is not None and manifest.trace and \

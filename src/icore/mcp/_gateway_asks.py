@@ -52,6 +52,7 @@ from icore.mcp._client_reach import (
     not_receivable,
     session_id,
 )
+from icore.mcp._gateway_urls import UrlElicitations
 
 if TYPE_CHECKING:
     from icore.mcp._session_log import GatewayTrace
@@ -78,6 +79,10 @@ class Caller:
         task: the call's ``task`` in the trace (``<session>/<n>``): an answer's line
             names it, so the audit links the answer to exactly this call. None: none
             (a question outside any call).
+        asked: the kinds of question its upstream asked while it was in flight (the
+            call's, or one of its session's calls there when they cannot be told
+            apart): its upstream was running it, so a JSON-RPC error that ends it no
+            longer means it did not run.
     """
 
     def __init__(self, ctx: Any, sid: str, tool: str, args: Mapping[str, Any],
@@ -86,6 +91,7 @@ class Caller:
         self.ctx, self.sid, self.tool, self.args = ctx, sid, tool, args
         self.protected, self.upstream, self.gone = protected, upstream, gone
         self.task = task
+        self.asked: set[str] = set()
         self.scope: anyio.CancelScope | None = None
         self._pauses = 0
         self._left = 0.0
@@ -174,6 +180,8 @@ class Asks:
         self.trace = trace
         self.timeout_s = timeout_s
         self._inflight: dict[str, list[Caller]] = {}
+        self.urls = UrlElicitations(trace)
+        """Where each forwarded URL elicitation went (its completion follows it)."""
         self.streams: GetStreams | None = None
         """HTTP: the sessions' open GET streams (set by the HTTP front); None: stdio."""
         self.sole: tuple[Any, str] | None = None
@@ -245,12 +253,15 @@ class Asks:
         self.trace.note(sid, "the client's roots changed; passed to upstream(s) "
                         + (", ".join(sent) or "none (none connected)"))
 
-    def _caller(self, upstream: str, kind: str) -> tuple[Caller | None, bool, str]:
+    def _caller(self, upstream: str, kind: str, params: Any = None
+                ) -> tuple[Caller | None, bool, str]:
         """``(caller, exact, why none)`` of a ``kind`` question ``upstream`` asks now.
 
         ``exact``: the one call that asked is known (else one of one session's calls).
         A ``roots/list`` outside any call goes to the stdio client (:attr:`sole`; its
-        caller has no ``tool`` nor ``task``).
+        caller has no ``tool`` nor ``task``). A question with no link to its call while
+        calls of several sessions are in flight goes to the one session among them that
+        can answer it (:func:`able`), if only one can; else none (ambiguous).
         """
         c = CALLER.get()
         if c is not None and c.upstream == upstream:
@@ -258,18 +269,21 @@ class Asks:
         calls = list(self._inflight.get(upstream, ()))
         if len(calls) == 1:
             return calls[0], True, ""
-        if calls and len({id(x.ctx.session) for x in calls}) == 1:
+        if calls and len({x.sid for x in calls}) == 1:
             return calls[0], False, ""
+        fit = [x for x in calls if able(x, kind, params, self.streams)]
+        if calls and len({x.sid for x in fit}) == 1:
+            return fit[0], False, ""  # the others' clients could not answer it at all
         if not calls:
             if kind == "roots" and self.sole is not None:  # stdio: its one client's
                 return Caller(self.sole[0], self.sole[1], "", {}, False, upstream), \
                     True, ""
             return None, False, f"no call of a client is in flight at upstream {upstream}"
-        return None, False, (f"{len(calls)} calls of several client sessions are in "
-                             f"flight at upstream {upstream} and its request carries no "
-                             "link to one (a stdio line, or an HTTP upstream's request "
-                             "sent on its GET stream), so the gateway cannot tell which "
-                             "one asked")
+        return None, False, (f"{len(calls)} calls of {len({x.sid for x in fit})}"
+                             f" client sessions that can answer {kind} are in flight at "
+                             f"upstream {upstream} and its request carries no link to one "
+                             "(a stdio line, or an HTTP upstream's request sent on its GET "
+                             "stream), so the gateway cannot tell which one asked")
 
     async def ask(self, upstream: str, kind: str, params: Any) -> Any:
         """Forward ``params`` (a ``kind`` question of ``upstream``) to its caller's client.
@@ -280,17 +294,21 @@ class Asks:
         :attr:`timeout_s`, the client's own error or its session gone.
         """
         import mcp_types as types
-        caller, exact, why = self._caller(upstream, kind)
+        caller, exact, why = self._caller(upstream, kind, params)
         if caller is None:
+            for x in self._inflight.get(upstream, ()):  # one of them asked: each may run
+                x.asked.add(kind)
             log.warning("upstream %s asked for %s: %s", upstream, kind, why)
             self.trace.note("gateway", f"upstream {upstream} asked for {kind}; not "
                             f"forwarded: {why}", ask={"kind": kind, "upstream": upstream,
                                                       "error": why})
             return types.ErrorData(code=types.INVALID_REQUEST,
                                    message=f"{kind} not forwarded: {why}")
-        tool = caller.tool if exact else " or ".join(
-            sorted({x.tool for x in self._inflight.get(upstream, ())
-                    if x.ctx.session is caller.ctx.session}))
+        anyone = [caller] if exact else list(self._inflight.get(upstream, ()))
+        for x in anyone:  # its upstream runs it (or one of these: each may have run)
+            x.asked.add(kind)
+        tool = caller.tool if exact else " or ".join(sorted(
+            {x.tool for x in anyone if x.sid == caller.sid}))
         message = getattr(params, "message", None)
         asked: dict[str, Any] = {"kind": kind, "upstream": upstream, "tool": tool}
         if exact and caller.task is not None:
@@ -318,16 +336,31 @@ class Asks:
                 result = await _unless_gone(caller, _send(caller, kind, params,
                                                           self.timeout_s))
         except Exception as exc:  # the client's error, no answer in time, session gone
-            text = _failure(exc, self.timeout_s)
-            self.trace.note(caller.sid, f"no answer from the client to {kind} " +
+            text = _failure(exc, self.timeout_s, kind)
+            head = "an unreadable answer" if text.startswith("the client's answer") \
+                else "no answer"
+            self.trace.note(caller.sid, f"{head} from the client to {kind} " +
                             (f"during {tool}" if tool else "outside any call") +
                             f": {text}", ask={**asked, "error": text})
             code = getattr(getattr(exc, "error", None), "code", None)
             return types.ErrorData(code=code if isinstance(code, int)
                                    else types.INTERNAL_ERROR, message=text)
+        if kind == "elicitation" and getattr(params, "mode", None) == "url":
+            self.urls.sent(upstream, getattr(params, "elicitation_id", None),
+                           caller.ctx.session, caller.sid)
         schema = getattr(params, "requested_schema", None)
-        self._answered(caller, exact, kind, asked, result,
-                       schema if isinstance(schema, Mapping) else None)
+        schema = schema if isinstance(schema, Mapping) else None
+        if kind == "elicitation" and any(x.protected for x in anyone) and \
+                (unfit := misfit(result, schema)) is not None:
+            # fail closed: the upstream's own parser may read "yes" as true and act
+            text = (f"the human's answer does not fit the requested form ({unfit}); not "
+                    "passed to the upstream of a protected call (fail closed)")
+            self.trace.note(caller.sid, f"an unfitting answer from the client to {kind} "
+                            f"during {tool}: {text}", ask={
+                                **asked, "error": text, "action": result.action,
+                                "content": _bounded(result.content), "decision": "reject"})
+            return types.ErrorData(code=types.INVALID_PARAMS, message=text)
+        self._answered(caller, exact, kind, asked, result, schema)
         return result
 
     def _answered(self, caller: Caller, exact: bool, kind: str, asked: dict[str, Any],
@@ -366,6 +399,18 @@ class Asks:
                         **fields)
 
 
+def able(caller: Caller, kind: str, params: Any, streams: GetStreams | None) -> bool:
+    """Whether ``caller``'s client can answer a ``kind`` question now.
+
+    Its request still open (HTTP: its connection not gone), the capability declared and
+    a channel to send it on (:func:`~icore.mcp._client_reach.cannot_receive`; an HTTP
+    session whose first GET stream is not open yet counts as unable).
+    """
+    if caller.gone is not None and caller.gone.is_set():
+        return False
+    return cannot_receive(caller.ctx.session, kind, params, streams) is None
+
+
 ANSWERED = "answered"
 """A human's answer that is neither an approval nor a rejection (:func:`human_decision`)."""
 
@@ -400,6 +445,29 @@ def human_decision(action: str, content: Mapping[str, Any] | None,
     if not flags or not _fits(content, props, (schema or {}).get("required")):
         return ANSWERED
     return "approve" if all(content.get(k) is True for k in flags) else ANSWERED
+
+
+def misfit(result: Any, schema: Mapping[str, Any] | None) -> str | None:
+    """Why an accepted elicitation answer does not fit its form ``schema``, else None.
+
+    None too when the answer is no ``accept`` (nothing to act on) or the form declares no
+    properties (nothing to fit).
+    """
+    props = (schema or {}).get("properties")
+    if getattr(result, "action", None) != "accept" or not isinstance(props, Mapping):
+        return None
+    content = getattr(result, "content", None)
+    if not isinstance(content, Mapping):
+        return "no content"
+    if _fits(content, props, (schema or {}).get("required")):
+        return None
+    wrong = sorted(str(k) for k in content if not isinstance(props.get(k), Mapping) or
+                   not _fits({k: content[k]}, props, None))
+    missing = [k for k in (schema or {}).get("required") or () if k not in content]
+    return "; ".join(filter(None, [
+        f"field(s) {', '.join(wrong)[:200]} not of the form's type or values" if wrong
+        else "", f"required field(s) {', '.join(map(str, missing))[:200]} missing"
+        if missing else ""])) or "it does not fit"
 
 
 def _fits(content: Mapping[str, Any], props: Mapping[str, Any], required: Any) -> bool:
@@ -491,8 +559,28 @@ async def _unless_gone(caller: Caller, asking: Any) -> Any:
     return got[0]
 
 
-def _failure(exc: BaseException, timeout_s: float) -> str:
-    """What a question's failure says (the client's error, a timeout, a closed session)."""
+_RESULTS = {"elicitation": ("elicitation/create", "ElicitResult"),
+            "sampling": ("sampling/createMessage", "CreateMessageResult"),
+            "roots": ("roots/list", "ListRootsResult")}
+"""Each question's method and the result type its answer must fit."""
+
+
+def _failure(exc: BaseException, timeout_s: float, kind: str = "elicitation") -> str:
+    """What a question's failure says (the client's error, a timeout, a closed session).
+
+    A result that does not fit the question's result type (pydantic's error: the SDK
+    validates it) is named by its first error, never pydantic's whole dump.
+    """
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and not hasattr(exc, "error"):
+        method, model = _RESULTS.get(kind, (kind, "result"))
+        try:
+            first: Any = errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ())) or "the result"
+            return (f"the client's answer to {method} does not fit {model}: {loc}: "
+                    f"{first.get('msg')}")[:300]
+        except Exception:  # not pydantic's: its text below
+            pass
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     if isinstance(exc, TimeoutError) or "timed out" in text.lower():
         return f"the client did not answer within {timeout_s:g} s"

@@ -129,6 +129,32 @@ def readable_id(body: bytes) -> str | int | None:
     return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
 
 
+def _stand_in(body: bytes) -> bytes | None:
+    """The JSON-RPC error standing in for ``body``, a client's malformed response, or None.
+
+    See :mod:`icore.mcp._client_answers`.
+    """
+    from icore.mcp._client_answers import stand_in
+    try:
+        error = stand_in(json.loads(body))
+    except (ValueError, RecursionError):
+        return None
+    return None if error is None else json.dumps(error).encode()
+
+
+def _replayer(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that gives ``body`` (already read) first, then ``receive``'s."""
+    replayed = False
+
+    async def replay() -> Any:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+    return replay
+
+
 async def _answer(send: Any, status: int, code: int, message: str,
                   rid: str | int | None = None) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": rid,
@@ -157,6 +183,33 @@ class MessageShape:
                  streams: GetStreams | None = None) -> None:
         self.app, self.max_body, self.verifier = app, max_body, verifier
         self.streams = streams
+
+    async def _fail_answered(self, scope: Any, receive: Any, send: Any, error: bytes,
+                             problem: tuple[int, str]) -> None:
+        """A client's malformed response: ``error`` (its stand-in) to the SDK, 400 to it.
+
+        The SDK's transport takes the stand-in as the session's answer to its request
+        (which then fails at once, instead of waiting for ``ask_timeout_s``); the client
+        is told its message was malformed (HTTP 400), unless the SDK refuses the POST
+        itself (an unknown session: its 404 goes back as it is).
+        """
+        sent: list[Any] = []
+
+        async def keep(message: Any) -> None:
+            sent.append(message)
+
+        headers = [(k, v) for k, v in scope.get("headers", [])
+                   if k.lower() != b"content-length"]
+        scope = {**scope, "headers": [*headers, (b"content-length", str(len(error)).encode())]}
+        await self.app(scope, _replayer(error, receive), keep)
+        status = next((m.get("status") for m in sent
+                       if m.get("type") == "http.response.start"), None)
+        if status is not None and status != 202:
+            for m in sent:
+                await send(m)
+            return
+        code, message = problem
+        await _answer(send, 400, code, f"{message}; the request it answers failed")
 
     async def _unauthorized(self, headers: dict[bytes, bytes]) -> bool:
         if self.verifier is None:
@@ -212,17 +265,14 @@ class MessageShape:
             return
         body = b"".join(chunks)
         problem = shape_problem(body)
-        if problem is not None:  # under its own id when it can be read (QA qa-new13c)
+        if problem is not None:
+            if (error := _stand_in(body)) is not None:  # a response: its request fails now
+                await self._fail_answered(scope, receive, send, error, problem)
+                return
+            # a request: refused under its own id when it can be read (QA qa-new13c)
             await _answer(send, 400, *problem, readable_id(body))
             return
-        replayed = False
-
-        async def replay() -> Any:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+        replay = _replayer(body, receive)
 
         # the request's client connection, for its handler: an upstream's question to
         # a client gone fails at once (#29); nothing runs for it unless one is asked

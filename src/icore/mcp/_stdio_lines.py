@@ -161,6 +161,23 @@ def malformed_answers(line: str, exc: Exception | None = None) -> list[str]:
     return [_answer(rid, INVALID_REQUEST, f"Invalid Request: {emsg or 'not a message'}")]
 
 
+def _unreadable_answer(line: str) -> Any:
+    """The ``JSONRPCError`` standing in for ``line``, a client's malformed response, or None.
+
+    See :mod:`icore.mcp._client_answers`: the gateway's request that ``line`` answers
+    fails at once instead of waiting for ``ask_timeout_s``.
+    """
+    import mcp_types as types
+
+    from icore.mcp._client_answers import stand_in
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    error = stand_in(obj)
+    return None if error is None else types.JSONRPCError.model_validate(error)
+
+
 class Oversized(str):
     """A client line over the gateway's ``max_message_mb``, dropped as it was read (#29).
 
@@ -422,6 +439,13 @@ async def stdio_streams(lines: AsyncIterator[str], out: LineOut, *,
                 try:
                     msg = adapter.validate_json(line, by_name=False)
                 except ValueError as exc:
+                    if (error := _unreadable_answer(line)) is not None:
+                        # a response to the gateway's request: fail that request now
+                        log.warning("malformed JSON-RPC line on stdin (%d characters): %s; "
+                                    "it fails the request it answers (id %r), if in flight",
+                                    len(line), error.error.message, error.id)
+                        await read_w.send(SessionMessage(error))
+                        continue
                     await refuse(line, exc)
                     continue
                 if (why := nonstandard_number(line)) is not None:
