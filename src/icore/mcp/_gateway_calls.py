@@ -28,7 +28,6 @@ from typing import Any, Protocol
 from icore.errors import IcoreError
 from icore.fence import Reason
 from icore.integrations import refusal_head
-from icore.mcp._client_reach import not_forwarded
 from icore.mcp._deps import expand_deps, glob_args
 from icore.mcp._facts import (
     FactBook,
@@ -55,13 +54,13 @@ from icore.mcp._gateway_refusal import HINT as _HINT
 from icore.mcp._gateway_refusal import error_result as _error_result
 from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
-from icore.mcp._gateway_urls import URL_REQUIRED, url_required_error
+from icore.mcp._gateway_upstream_errors import no_answer, refused_by_upstream
 from icore.mcp._replans import Replans
 from icore.mcp._session_log import GatewayTrace, undelivered
 from icore.mcp._shared_writes import Claims, WriterGone
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_answer import garbage_text, upstream_refused
-from icore.mcp._upstream_failed import MAY_HAVE_RUN, UpstreamError
+from icore.mcp._upstream_failed import UpstreamError
 from icore.workspace import GLOB_CHARS
 
 log = logging.getLogger("icore.mcp")
@@ -237,9 +236,9 @@ class _ToolCalls:
                 return self._refuse(view, name, args, task, "gateway_error", [],
                                     detail=msg)
             if not upstream_refused(exc):  # garbage, not a JSON-RPC error: it may have run
-                return _no_answer(self.gw.trace, view.sid, name, args, task, route, exc)
+                return no_answer(self.gw.trace, view.sid, name, args, task, route, exc)
             # the upstream answered a JSON-RPC error
-            return _refused_by_upstream(self.gw, ctx, view.sid, name, args, task, route,
+            return refused_by_upstream(self.gw, ctx, view.sid, name, args, task, route,
                                         exc, sorted(set().union(*(c.asked for c in reached))))
         if (bad := output_problem(name, self.gw.tool_defs.get(name), result)) is not None:
             result = _error_result(f"{bad}; the gateway does not forward a result that breaks "
@@ -520,59 +519,6 @@ def _waits(trace: GatewayTrace, sid: str, name: str) -> Callable[[list[str]], No
     """The trace note of a call that waits for other gateways' calls writing ``keys``."""
     return lambda keys: trace.note(sid, f"{name} waits for another gateway's call writing "
                                    f"{', '.join(keys)}", tool=name, keys=keys)
-
-
-def _no_answer(trace: GatewayTrace, sid: str, name: str, args: Mapping[str, Any], task: str,
-               route: Route, exc: BaseException) -> Any:
-    """A forwarded call whose answer was no JSON-RPC answer: it may have run (QA qa-new10c).
-
-    Said so to the model (never "refused", no invitation to call again), traced
-    ``may_have_run`` (``icore audit``: outcome unknown), as a lost answer on stdio.
-    """
-    said = (f"upstream {route.upstream} sent no valid answer to {name} "
-            f"({garbage_text(exc)}); {MAY_HAVE_RUN}")
-    trace.call(sid, name, args, f"UPSTREAM FAILED: {said}", error=True, task=task,
-               may_have_run=True)
-    return _error_result(said, meta={"icore/upstream": {"upstream": route.upstream,
-                                                        "may_have_run": True}})
-
-
-def _refused_by_upstream(gw: _Host, ctx: Any, sid: str, name: str, args: Mapping[str, Any],
-                         task: str, route: Route, exc: Any, asked: list[str]) -> Any:
-    """A forwarded call the upstream answered with a JSON-RPC error ``exc``: traced.
-
-    It did not run, unless the upstream asked the client something (``asked``: the
-    kinds) during the call: then it was running the call's body (its question proves
-    it), so its error does not mean it did not run: traced ``may_have_run``
-    (``icore audit``: outcome unknown), never a clean refusal, as any failure of a
-    started body (#29). A ``-32042`` (URL elicitation required) is raised again as sent,
-    its URLs remembered for the calling session (:mod:`icore.mcp._gateway_urls`).
-    """
-    msg = getattr(exc, "message", None) or str(exc)
-    if getattr(exc, "code", None) == URL_REQUIRED and not asked:
-        # the client's human must open URLs first: the error passed on as sent
-        urls = gw.asks.urls.required(route.upstream, ctx.session, sid, exc)
-        gw.trace.call(sid, name, args, f"UPSTREAM ERROR: {msg} ({', '.join(urls)})",
-                      error=True, task=task)
-        raise url_required_error(exc) from None
-    what = not_forwarded(msg)
-    said = f"upstream {route.upstream} refused {name}: {msg}"
-    if what is not None:  # the client cannot be asked
-        said = (f"upstream {route.upstream} could not finish {name}: it asked the "
-                f"client for {what}, which this client does not support or cannot "
-                "receive (the icore gateway forwards such a request to the calling "
-                f"client when it can); its error: {msg}")
-    if not asked:  # it did not run the call
-        gw.trace.call(sid, name, args, f"UPSTREAM ERROR: {msg}", error=True, task=task)
-        return _error_result(said)
-    if what is None:
-        said = (f"upstream {route.upstream} ended {name} with an error after it asked the "
-                f"client for {' and '.join(asked)} during the call: {msg}")
-    said = f"{said}; {MAY_HAVE_RUN}"
-    gw.trace.call(sid, name, args, f"UPSTREAM FAILED: {said}", error=True, task=task,
-                  may_have_run=True)
-    return _error_result(said, meta={"icore/upstream": {"upstream": route.upstream,
-                                                        "may_have_run": True}})
 
 
 async def _down(gw: _Host) -> str:
