@@ -47,3 +47,21 @@ def test_a_json_trace_that_is_not_a_report_is_still_read(tmp_path: Path) -> None
     res = CliRunner().invoke(app, ["audit", str(runs), "--no-report"], env=_ENV)
     assert "skipped" not in res.output
     assert "odd.json" in res.output  # read, and its problem named
+
+
+def test_a_report_given_by_name_is_named_as_a_report(tmp_path: Path) -> None:
+    """QA qa-new14 S4: ``icore audit report.json`` read it as a Who&When trace
+    ("history: missing field"); it is now skipped as in a folder, named as icore's own
+    report, and a trace given with it is still audited."""
+    trace = _run(tmp_path, "r1")
+    report = tmp_path / "r1.audit.json"
+    res = CliRunner().invoke(app, ["audit", str(trace), "--no-report", "--json",
+                                   str(report)], env=_ENV)
+    assert res.exit_code == 0, res.output
+    alone = CliRunner().invoke(app, ["audit", str(report), "--no-report"], env=_ENV)
+    assert alone.exit_code == 2 and "skipped 1 icore audit report(s)" in alone.output
+    assert "history" not in alone.output and "Who&When" not in alone.output
+    both = CliRunner().invoke(app, ["audit", str(report), str(trace), "--no-report"],
+                              env=_ENV)
+    assert both.exit_code == 0, both.output
+    assert "skipped 1 icore audit report(s)" in both.output and "r1" in both.output

@@ -249,8 +249,9 @@ def scan_paths(paths: Sequence[str | Path]) -> PathScan:
     each entry is only ``stat``-ed: regular files with a trace suffix are collected,
     other regular files ignored, and anything that is not a folder or a regular file
     (whatever its name) is skipped and listed in :attr:`PathScan.skipped`. A path given
-    by name is returned as it is (the loader refuses a special file by kind); a str or
-    path alone is one path. An entry that cannot be read (no permission) is skipped.
+    by name is returned as it is (the loader refuses a special file by kind), but for an
+    ``icore audit --json`` report, skipped as in a folder; a str or path alone is one
+    path. An entry that cannot be read (no permission) is skipped.
 
     Raises:
         AdapterError: ``paths`` is no collection of paths, or an item is no path.
@@ -268,7 +269,10 @@ def scan_paths(paths: Sequence[str | Path]) -> PathScan:
         except OSError:  # no permission, a loop: the loader says so, naming the file
             folder = False
         if not folder:
-            out.append(p)
+            if _own_report(p) is not None:  # given by name too (QA qa-new14 S4)
+                skipped.append((p, OWN_REPORT))
+            else:
+                out.append(p)
             continue
         found: list[Path] = []
         for q, why in _walk(p):

@@ -43,6 +43,7 @@ from icore.fence import Fence
 from icore.integrations import (
     AnyReplanner,
     FenceGuard,
+    NoEffect,
     OnBlock,
     Replicator,
     RunRecorder,
@@ -116,13 +117,21 @@ def _told_unknown(name: str, exc: BaseException, started: bool) -> None:
 
     LangChain hands its message to the model; the call may have made its effect before
     it raised (not :class:`~icore.integrations.NoEffect`), so the model reads that
-    (:func:`~icore.integrations._rerun.unknown_outcome_text`, QA qa-new13a S3).
+    (:func:`~icore.integrations._rerun.unknown_outcome_text`, QA qa-new13a S3). A
+    ``NoEffect`` from a started body (the documented ``raise NoEffect(...) from exc`` of
+    a commit's ``HeadConflict``) is handed to the model as its message, as a
+    ``ToolException`` is: ``ToolNode`` re-raises any other exception and the graph
+    crashed (QA qa-new14 S2); the trace still counts it failed after authorization.
 
     Raises:
         ToolException: that text, chained from ``exc`` (else nothing is raised).
     """
-    if started and isinstance(exc, ToolException) and leaves_open(exc):
+    if not started or not isinstance(exc, Exception):
+        return
+    if isinstance(exc, ToolException) and leaves_open(exc):
         raise ToolException(unknown_outcome_text(name, describe(exc)[:500])) from exc
+    if isinstance(exc, NoEffect) and not isinstance(exc, ToolException):
+        raise ToolException(str(exc)) from exc
 
 
 def _handler_recorder(config: Any) -> RunRecorder | None:
