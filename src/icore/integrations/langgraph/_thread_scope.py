@@ -340,7 +340,9 @@ def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
         except Exception as exc:  # an async-only saver, a closed database
             return f"the checkpointer cannot answer: {type(exc).__name__}"
         if got is None and step == 0:
-            return "the call's checkpoint is not saved (durability='exit' saves none)"
+            return ("the call's checkpoint is not saved: durability='exit' saves none, or "
+                    "the checkpointer failed to save it (a state value it cannot "
+                    "serialize, e.g. an integer over 64 bits in the model's arguments)")
         if got is None or got[0] is None:
             return "a use lies off this call's checkpoint line"
         at = got[0]
