@@ -81,6 +81,11 @@ class AttemptsFile:
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute(_SCHEMA)
 
+    def close(self) -> None:
+        """Close the connection (the files :func:`attempts_in` hands out stay open)."""
+        with self._lock:
+            self._db.close()
+
     def get(self, key: str) -> Earlier | None:
         """The attempt recorded under ``key`` (None: none)."""
         with self._lock:

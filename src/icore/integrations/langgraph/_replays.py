@@ -66,6 +66,14 @@ class EarlierUnknown(ToolException):
     """
 
 
+class EarlierStopped(EarlierUnknown):
+    """A re-run call refused: a process that stopped mid-call (killed, crashed) started it.
+
+    Found on disk (:mod:`~._attempts_db`) by a new process resuming the step (QA qa-new14
+    S1): its outcome is unknown, so it is not run twice.
+    """
+
+
 def step_key(thread_call: tuple[Any, str | None], config: Any, args: Any
              ) -> Hashable | None:
     """A call's identity across re-runs of its step (None outside a graph step).
@@ -133,7 +141,7 @@ class StepMemory(CallLedger):
         if prior.how == REFUSED:
             raise ToolException(prior.value)
         if prior.how == UNKNOWN and prior.value == STOPPED:
-            raise EarlierUnknown(stopped_message(self.tool))
+            raise EarlierStopped(stopped_message(self.tool))
         if prior.how == UNKNOWN:
             raise EarlierUnknown(retry_message(self.tool, prior.value))
         raise EarlierUnknown(
@@ -161,4 +169,4 @@ class StepMemory(CallLedger):
 
 
 __all__ = ["MAX_STEPS", "RAN", "REFUSED", "RUNNING_WAIT_S", "STARTED", "STOPPED", "UNKNOWN",
-           "EarlierUnknown", "StepMemory", "step_key"]
+           "EarlierStopped", "EarlierUnknown", "StepMemory", "step_key"]

@@ -72,7 +72,13 @@ from icore.integrations.langgraph._fenced_node import (
     _turn_of,
 )
 from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
-from icore.integrations.langgraph._replays import RAN, RUNNING_WAIT_S, EarlierUnknown, step_key
+from icore.integrations.langgraph._replays import (
+    RAN,
+    RUNNING_WAIT_S,
+    EarlierStopped,
+    EarlierUnknown,
+    step_key,
+)
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
 from icore.integrations.langgraph._thread_scope import check_graph_scope, graph_scope
 from icore.records import JSONValue
@@ -323,7 +329,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = guard.recorder or _handler_recorder(config)
             if rec is not None:
                 who = rec.caller(base.name, call_id) or guard.agent or "agent"
-                how = ("refused: its attempt before the resume started and did not finish "
+                how = ("refused: its attempt in a process that stopped mid-call started "
+                       "and never finished, so its outcome is unknown; not run again"
+                       if isinstance(value, EarlierStopped) else
+                       "refused: its attempt before the resume started and did not finish "
                        "(it raised, or the run stopped), so its outcome is unknown; not run "
                        "again" if isinstance(value, EarlierUnknown) else
                        "answered before the resume, not run again")
