@@ -29,8 +29,15 @@ from pydantic import BaseModel
 from icore.errors import IntegrationError
 from icore.fence import ProtectedTool
 from icore.integrations import ArgNormalizer, FenceGuard, Gated
+from icore.integrations._call_ledger import Earlier
+from icore.integrations.langgraph._attempts_db import (
+    AttemptsFile,
+    attempts_in,
+    durable_key,
+    folder_of,
+)
 from icore.integrations.langgraph._branches import step_of
-from icore.integrations.langgraph._replays import StepMemory
+from icore.integrations.langgraph._replays import STARTED, STOPPED, UNKNOWN, StepMemory
 from icore.records import JSONValue, RecordId
 from icore.workspace import ApprovalRequest, running_call
 
@@ -400,10 +407,33 @@ class _Fenced:
         if book is not None and granted:
             book.ran((key, turn), granted[-1], result)
 
-    def earlier(self, step: Hashable | None, key: Hashable) -> tuple[bool, Any]:
+    def disk(self, step: Hashable | None, config: Any) -> tuple[AttemptsFile, str] | None:
+        """Where a call's first attempt is kept on disk (None: nothing durable configured).
+
+        The ``attempts`` table next to the app's SQLite state (:mod:`~._attempts_db`) and
+        the call's key in it; None outside a graph step or without a tool-call id.
+
+        Raises:
+            sqlite3.Error: the attempts file cannot be opened.
+        """
+        key = durable_key(step)
+        if key is None:
+            return None
+        got = attempts_in(folder_of(self.guard.handle, config))
+        return None if got is None else (got, key)
+
+    def keep(self, step: Hashable | None, disk: tuple[AttemptsFile, str] | None) -> None:
+        """Write how a started call's attempt ended (the step memory's entry) to disk."""
+        if disk is not None:
+            disk[0].settle(disk[1], self.memory.earlier(step))
+
+    def earlier(self, step: Hashable | None, key: Hashable,
+                disk: tuple[AttemptsFile, str] | None = None) -> tuple[bool, Any]:
         """A call of a re-run step that already ran or was refused: ``(True, result)``.
 
-        :class:`~._replays.StepMemory` (both modes): the earlier answer, neither decided
+        :class:`~._replays.StepMemory` (both modes), else ``disk`` (the attempt another
+        process kept, :meth:`disk`; one that never finished is refused as outcome
+        unknown): the earlier answer, neither decided
         nor run again; otherwise the call is marked started (``(False, None)``). The
         approval questions already answered in this step are asked again first
         (LangGraph hands back the answers by number: kept aligned).
@@ -413,6 +443,10 @@ class _Fenced:
                 after its tool started, or never finished: refused, never run twice.
         """
         prior = self.memory.begin(step)
+        if prior is None and disk is not None and (prior := disk[0].get(disk[1])) is not None:
+            # a new process resuming the step: the attempt kept on disk answers (#28)
+            prior = prior if prior.how != STARTED else Earlier(UNKNOWN, STOPPED)
+            self.memory.settle(step, prior.how, prior.value)
         if prior is None:
             return False, None
         book = self.guard.handle.approvals if self.guard.handle is not None else None

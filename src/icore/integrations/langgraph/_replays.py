@@ -23,7 +23,12 @@ arguments, and answers a re-run with the earlier outcome:
 
 A call that raised before its tool started (a setup error, a broken replanner, a pause)
 is forgotten: the re-run decides it afresh. The memory is per process (the newest
-:data:`MAX_STEPS` calls per fenced tool): after a restart the call is gated as new.
+:data:`MAX_STEPS` calls per fenced tool); where the app keeps SQLite state (a
+``Workspace.sqlite`` agent, a :class:`~._checkpoint.RecordCheckpointSaver` over a
+:class:`~icore.memory.SQLiteStore`) a call whose body started is kept on disk too
+(:mod:`~._attempts_db`, QA qa-new14 S1): a new process resuming the step finds it
+(:data:`STOPPED` when it died mid-call). With nothing durable, a call after a restart is
+gated as new.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from icore.integrations._call_ledger import RAN, REFUSED, STARTED, UNKNOWN, Call
 from icore.integrations._failed import leaves_open
 from icore.integrations._rerun import retry_message
 from icore.integrations._tool_failed import describe, message_of
+from icore.integrations.langgraph._attempts_db import stopped_message
 from icore.integrations.langgraph._branches import step_of
 
 MAX_STEPS = 4096
@@ -48,6 +54,8 @@ MAX_STEPS = 4096
 RUNNING_WAIT_S = 300.0
 """Seconds a re-run waits for the same call's attempt still running in this process
 (:meth:`StepMemory.running`); after it the call is refused as outcome unknown."""
+STOPPED = "the process stopped mid-call (killed or crashed) before the tool returned"
+"""The :data:`UNKNOWN` value of a call found started on disk by a new process."""
 
 
 class EarlierUnknown(ToolException):
@@ -55,6 +63,14 @@ class EarlierUnknown(ToolException):
 
     Its body raised (or the process stopped) after the gate authorized it: its outcome is
     unknown, so it is not run twice (QA qa-new12b S2).
+    """
+
+
+class EarlierStopped(EarlierUnknown):
+    """A re-run call refused: a process that stopped mid-call (killed, crashed) started it.
+
+    Found on disk (:mod:`~._attempts_db`) by a new process resuming the step (QA qa-new14
+    S1): its outcome is unknown, so it is not run twice.
     """
 
 
@@ -124,6 +140,8 @@ class StepMemory(CallLedger):
             return prior.value
         if prior.how == REFUSED:
             raise ToolException(prior.value)
+        if prior.how == UNKNOWN and prior.value == STOPPED:
+            raise EarlierStopped(stopped_message(self.tool))
         if prior.how == UNKNOWN:
             raise EarlierUnknown(retry_message(self.tool, prior.value))
         raise EarlierUnknown(
@@ -150,5 +168,5 @@ class StepMemory(CallLedger):
             self.settle(step, UNKNOWN, describe(exc)[:300])
 
 
-__all__ = ["MAX_STEPS", "RAN", "REFUSED", "RUNNING_WAIT_S", "STARTED", "UNKNOWN",
-           "EarlierUnknown", "StepMemory", "step_key"]
+__all__ = ["MAX_STEPS", "RAN", "REFUSED", "RUNNING_WAIT_S", "STARTED", "STOPPED", "UNKNOWN",
+           "EarlierStopped", "EarlierUnknown", "StepMemory", "step_key"]

@@ -58,6 +58,7 @@ from icore.integrations._recorder import line_fields
 from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._scope_once import one_call
 from icore.integrations._tool_failed import describe
+from icore.integrations.langgraph._attempts_db import AttemptsFile
 from icore.integrations.langgraph._branches import branch_here
 from icore.integrations.langgraph._dup_ids import DuplicateIds
 from icore.integrations.langgraph._fenced_node import (
@@ -72,11 +73,20 @@ from icore.integrations.langgraph._fenced_node import (
     _turn_of,
 )
 from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
-from icore.integrations.langgraph._replays import RAN, RUNNING_WAIT_S, EarlierUnknown, step_key
+from icore.integrations.langgraph._replays import (
+    RAN,
+    RUNNING_WAIT_S,
+    EarlierStopped,
+    EarlierUnknown,
+    step_key,
+)
 from icore.integrations.langgraph._reviewed import middleware_reviewed, reviewed_check
 from icore.integrations.langgraph._thread_scope import check_graph_scope, graph_scope
 from icore.records import JSONValue
 from icore.workspace import Agent, Approver, UserReplanner
+
+Disk = tuple[AttemptsFile, str] | None
+"""Where a call's first attempt is kept on disk, and its key (None: not kept)."""
 
 
 def _as_base_tool(tool: BaseTool | Callable[..., Any]) -> BaseTool:
@@ -314,11 +324,11 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         return reviewed_check(guard, base.name, norm, f.turn(runtime, call_id), inner)
 
     def replay(step: Hashable | None, key: Hashable, config: Any, call_id: str | None,
-               norm: dict[str, JSONValue]) -> tuple[bool, Any]:
+               norm: dict[str, JSONValue], disk: Disk) -> tuple[bool, Any]:
         # a call answered in an earlier attempt of this step: recorded as a replay (one
         # thought line with the call id), never as a new decision or action
         try:
-            again, value = f.earlier(step, key)
+            again, value = f.earlier(step, key, disk)
         except ToolException as exc:
             said: Any = str(exc)
             again, value = True, exc
@@ -328,7 +338,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = guard.recorder or _handler_recorder(config)
             if rec is not None:
                 who = rec.caller(base.name, call_id) or guard.agent or "agent"
-                how = ("refused: its attempt before the resume started and did not finish "
+                how = ("refused: its attempt in a process that stopped mid-call started "
+                       "and never finished, so its outcome is unknown; not run again"
+                       if isinstance(value, EarlierStopped) else
+                       "refused: its attempt before the resume started and did not finish "
                        "(it raised, or the run stopped), so its outcome is unknown; not run "
                        "again" if isinstance(value, EarlierUnknown) else
                        "answered before the resume, not run again")
@@ -339,9 +352,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         return again, value
 
     def ran(step: Hashable | None, key: Hashable, runtime: Any, call_id: str | None,
-            granted: list[str], result: Any) -> Any:
+            granted: list[str], result: Any, disk: Disk) -> Any:
         # the call's answer, kept for re-runs of its step (and an approved call's ledger)
         f.memory.settle(step, RAN, result)
+        f.keep(step, disk)
         if agent_mode:
             f.executed(key, f.turn(runtime, call_id), granted, result)
         return result
@@ -368,9 +382,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 if again:
                     return value
             step = step_key(key, config, norm)  # a re-run step: answered before (both modes)
+            disk = f.disk(step, config)  # kept on disk too: the app's SQLite folder
             if (ev := f.memory.running(step)) is not None:  # a sibling still running
                 ev.wait(RUNNING_WAIT_S)
-            again, value = replay(step, key, config, call_id, norm)
+            again, value = replay(step, key, config, call_id, norm, disk)
             if again:
                 return value
             started: list[bool] = []
@@ -378,6 +393,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             def call(**a: Any) -> Any:
                 if agent_mode:  # again: a use off this line while the gate decided
                     check_graph_scope(base.name)
+                if disk is not None:  # committed before the body: a kill leaves it started
+                    disk[0].start(disk[1], base.name, key[0], call_id)
                 started.append(True)
                 try:
                     return f.direct.run(python_args(a, args, norm), injected, config)
@@ -403,9 +420,11 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 result = f.out(gated, runtime)
             except BaseException as exc:  # refused, paused, or the tool raised
                 f.memory.raised(step, exc, bool(started))
+                if started:
+                    f.keep(step, disk)
                 _told_unknown(base.name, exc, bool(started))
                 raise
-            return ran(step, key, runtime, call_id, granted, result)
+            return ran(step, key, runtime, call_id, granted, result, disk)
         finally:
             signal(attempt, call_id)
 
@@ -430,9 +449,10 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 if again:
                     return value
             step = step_key(key, config, norm)
+            disk = f.disk(step, config)  # kept on disk too: the app's SQLite folder
             if (ev := f.memory.running(step)) is not None:  # a sibling still running
                 await asyncio.to_thread(ev.wait, RUNNING_WAIT_S)
-            again, value = replay(step, key, config, call_id, norm)
+            again, value = replay(step, key, config, call_id, norm, disk)
             if again:
                 return value
             started: list[bool] = []
@@ -440,6 +460,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             async def call(**a: Any) -> Any:
                 if agent_mode:  # again: a use off this line while the gate decided
                     check_graph_scope(base.name)
+                if disk is not None:  # committed before the body: a kill leaves it started
+                    disk[0].start(disk[1], base.name, key[0], call_id)
                 started.append(True)
                 try:
                     return await f.direct.arun(python_args(a, args, norm), injected, config)
@@ -466,9 +488,11 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 result = f.out(gated, runtime)
             except BaseException as exc:
                 f.memory.raised(step, exc, bool(started))
+                if started:
+                    f.keep(step, disk)
                 _told_unknown(base.name, exc, bool(started))
                 raise
-            return ran(step, key, runtime, call_id, granted, result)
+            return ran(step, key, runtime, call_id, granted, result, disk)
         finally:
             signal(attempt, call_id)
 
