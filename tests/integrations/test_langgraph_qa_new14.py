@@ -1,72 +1,111 @@
-"""LangGraph after QA qa-new14: a checkpoint the saver cannot write is named as such.
+"""QA qa-new14 S2 (a LangGraph user): a call repeated after its outcome was left unknown.
 
-A model sends an integer over 64 bits to a fenced tool of a checkpointed graph:
-LangGraph's msgpack cannot save the step's checkpoint, so the call's reads cannot be
-placed on its line and it is refused (fail closed), as before; the refusal now names the
-cause it blamed on concurrency before. Real parts: a LangGraph ``StateGraph`` with
-``ToolNode`` and ``InMemorySaver``, a fake chat model.
+A fenced tool's body made its effect, then raised ``TimeoutError``; LangGraph's re-run of
+the step was refused ``earlier_outcome_unknown``, but the model's next message repeated
+the call (a new ``tool_call_id``, the same arguments) and it was authorized from the
+same read: the effect ran twice. Now the read that call consumed no longer backs a call
+depending on its keys: the repeat is refused ``not_read`` with the unknown-outcome text
+(nothing handed over), and a call made after the agent reads again may run. A
+``NoEffect`` failure spends nothing (nothing ran: the read backs its retry).
+
+Real LangGraph graphs (a scripted chat model), recorded by ``RecordingHandler`` and
+audited by the ``icore audit`` CLI.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langchain_core.tools import tool
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.prebuilt import ToolNode, tools_condition
 
-from icore.errors import IntegrationError
-from icore.integrations.langgraph import fenced_tool
-from icore.workspace import Workspace
+from icore.integrations import NoEffect, RunRecorder
+from icore.integrations._rerun import check_first
+from icore.integrations.langgraph import RecordingHandler
+from icore.workspace import NOT_READ
 
-pytestmark = pytest.mark.timeout(60)
+from .test_langgraph_qa_new12b import _crashing_ship
+from .test_langgraph_workspace import Shop, _msg, _react, _tool_msgs
+from .test_recording_truthful import _audit
 
+pytestmark = pytest.mark.timeout(120)
 
-class _State(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
-class _Model(GenericFakeChatModel):
-    def bind_tools(self, tools: Any, **kw: Any) -> Any:
-        return self
+SHIP = ("ship", {"order_id": 42, "city": "Berlin"})
 
 
-def test_a_checkpoint_the_saver_cannot_write_is_named_in_the_refusal() -> None:
-    ws = Workspace({"dock/*": "yard"})
-    ws.put("dock/d1", {"free": 2})
-    clerk = ws.agent("clerk")
-    booked: list[int] = []
+def _run(tmp_path: Path, kind: type[Exception], *turns: Any) -> tuple[Shop, Any, Any]:
+    """The QA's run: read, ship (ships, then raises), the user retries the step, then ``turns``.
 
-    @tool
-    def get_dock(day: str) -> dict[str, Any]:
-        """Read a dock's day."""
-        return clerk.read(f"dock/{day}")  # type: ignore[no-any-return]
+    Each of ``turns`` is a model message: its tool calls (new ids), or a final message.
+    """
+    shop = Shop()
+    n = [0]
+    app = _react([shop.get_order, _crashing_ship(shop, kind)], iter([
+        _msg(("get_order", {"order_id": 42}), n=n), _msg(SHIP, n=n),
+        *(t if isinstance(t, AIMessage) else _msg(*t, n=n) for t in turns)]),
+        InMemorySaver())
+    rec = RunRecorder("qa14")
+    cfg = {"configurable": {"thread_id": "t1"}, "callbacks": [RecordingHandler(rec)]}
+    with pytest.raises(kind, match="connection reset after commit"):
+        app.invoke({"messages": [HumanMessage("ship order 42")]}, cfg)
+    out = app.invoke(None, cfg)  # the user's habit: retry the step (refused, as before)
+    return shop, out, rec.write(tmp_path / "qa14.jsonl")
 
-    @tool
-    def book_dock(day: str, pallets: int = 1) -> str:
-        """Book a dock."""
-        booked.append(pallets)
-        return f"booked {pallets}"
 
-    llm = _Model(messages=iter([
-        AIMessage("", tool_calls=[{"name": "get_dock", "args": {"day": "d1"}, "id": "r1"}]),
-        AIMessage("", tool_calls=[{"name": "book_dock", "id": "b1",
-                                   "args": {"day": "d1", "pallets": 2**64}}]),
-        AIMessage("done")]))
-    g = StateGraph(_State)
-    g.add_node("clerk", lambda s: {"messages": [llm.invoke(s["messages"])]})
-    g.add_node("tools", ToolNode([get_dock, fenced_tool(
-        book_dock, agent=clerk, depends_on=lambda a: {f"dock/{a['day']}"})]))
-    g.add_edge(START, "clerk")
-    g.add_conditional_edges("clerk", tools_condition)
-    g.add_edge("tools", "clerk")
-    app = g.compile(checkpointer=InMemorySaver())
-    with pytest.raises(IntegrationError, match="cannot serialize") as got:
-        app.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}})
-    assert "failed to save it" in str(got.value)
-    assert booked == []  # fail closed: nothing ran
+def _again(*calls: tuple[str, dict[str, Any]]) -> tuple[tuple[str, dict[str, Any]], ...]:
+    return calls
+
+
+def test_the_models_repeat_after_an_unknown_outcome_is_refused_until_it_reads_again(
+        tmp_path: Path) -> None:
+    """The QA's case: the step's re-run is refused ``earlier_outcome_unknown``, the next
+    message's repeat ``not_read`` with the unknown-outcome text: one effect; the audit
+    counts 1 outcome unknown and links nothing as a reissue."""
+    shop, out, path = _run(tmp_path, TimeoutError, _again(SHIP), AIMessage("reported"))
+    assert shop.shipped == ["Berlin"]  # the effect once (twice before the fix)
+    rerun, repeat = (str(m.content) for m in _tool_msgs(out)[-2:])
+    assert "earlier_outcome_unknown" in rerun
+    assert repeat.startswith(f"PlanFence blocked ship ({NOT_READ}): ship failed with "
+                             "TimeoutError: connection reset after commit; it may have run")
+    assert check_first("ship") in repeat and "read order/42 again" in repeat
+    assert "Current values" not in repeat  # nothing handed over: the agent must read
+    got, text, run = _audit(path, "--fail-on", "unknown")
+    assert got == 3 and "(1 outcome unknown, 1 blocked)" in text
+    assert "reissued" not in text and not any("reissue_of" in a for a in run["lineage"])
+    [refused] = [a for a in run["lineage"] if a["status"] == "blocked"]
+    assert "its outcome is unknown" in refused["reason"]
+
+
+def test_after_reading_again_the_call_may_run(tmp_path: Path) -> None:
+    """The model checks (reads the order again) and calls again: the new read backs it."""
+    shop, out, path = _run(tmp_path, TimeoutError, _again(SHIP),
+                           _again(("get_order", {"order_id": 42})), _again(SHIP),
+                           AIMessage("done"))
+    assert shop.shipped == ["Berlin", "Berlin"]  # the checked call ran
+    assert str(_tool_msgs(out)[-1].content) == "shipped order 42 to Berlin"
+    # the audit sees versions, not reads: the same version, so it may have run twice
+    _, text, run = _audit(path)
+    assert "1 reissued after an unknown outcome" in text
+    assert [a["reissue_of"] for a in run["lineage"] if "reissue_of" in a] == ["ship-1"]
+
+
+def test_a_read_in_the_same_message_as_the_repeat_does_not_back_it(tmp_path: Path) -> None:
+    """A read made by a sibling tool of the repeat's own message came after the model's
+    decision: it does not back that call (refused ``not_read``; it backs the next
+    message's, the model having read the value)."""
+    shop, out, _ = _run(tmp_path, TimeoutError,
+                        _again(("get_order", {"order_id": 42}), SHIP), AIMessage("stop"))
+    assert shop.shipped == ["Berlin"]
+    assert str(_tool_msgs(out)[-1].content).startswith(f"PlanFence blocked ship ({NOT_READ})")
+
+
+def test_a_no_effect_failure_keeps_its_read_backing_a_retry(tmp_path: Path) -> None:
+    """``NoEffect``: nothing ran, so the read still backs the model's retry (as before)."""
+    shop, out, path = _run(tmp_path, NoEffect, _again(SHIP), AIMessage("done"))
+    assert shop.shipped == ["Berlin", "Berlin"]
+    assert str(_tool_msgs(out)[-1].content) == "shipped order 42 to Berlin"
+    lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert not any(d.get("reason") == NOT_READ for d in lines)

@@ -71,6 +71,7 @@ from icore.adapters._otel_import import (
 )
 from icore.adapters._otel_live import audit_live_trace
 from icore.adapters._prov import ICORE_NS, read_prov, to_prov, validate_prov, write_prov
+from icore.adapters._reissued import REISSUED
 from icore.adapters._results import AuditResult, Finding, FlagPlace, MetricPoint, RunSummary
 from icore.adapters._trace import (
     Annotation,
@@ -167,6 +168,7 @@ __all__ = [
     "OTEL",
     "OUTCOME_UNKNOWN",
     "OWN_REPORT",
+    "REISSUED",
     "REJECTED_BY_HUMAN",
     "ROOT",
     "ActionLineage",

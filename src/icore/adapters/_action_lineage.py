@@ -30,6 +30,7 @@ from icore.adapters._lineage_types import (
     ValidationPoint,
     counted_as,
 )
+from icore.adapters._reissued import reissued
 from icore.adapters._trace import HumanAnswer, PlanfenceLog, Step, StepKind
 from icore.adapters._unknown_outcome import unknown_outcomes
 from icore.errors import IcoreError
@@ -184,10 +185,10 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     answers = planfence.answers if isinstance(planfence, PlanfenceLog) else ()
     callers = planfence.callers if isinstance(planfence, PlanfenceLog) else {}
     branches = planfence.branches if isinstance(planfence, PlanfenceLog) else {}
-    lineages = _edited(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
+    lineages = _edited(reissued(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
         made_by(_resent(_linked(out, replans), resent), records, callers, branches),
         answers,
-        records, steps), steps), steps), steps), edited, edited_in, shown)
+        records, steps), steps), steps), steps)), edited, edited_in, shown)
     if isinstance(planfence, PlanfenceLog):
         lineages = _answered(lineages, planfence.edited_answers)
         if planfence.chain_broken is not None:

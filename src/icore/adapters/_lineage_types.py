@@ -90,6 +90,10 @@ class ActionLineage:
         branch: the parallel branch the call was made in (LangGraph ``Send`` branches:
             ``"worker[1]/tools"``, the ``branch`` of its recorded lines); None: not in a
             branch, or not recorded (#28).
+        reissue_of: the earlier action of the run whose outcome is unknown that this one
+            repeats: the same tool and arguments, authorized from the same versions of
+            D(a) (:func:`~icore.adapters._reissued.reissued`; it may have acted twice,
+            QA qa-new14 S2), else None.
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -114,6 +118,7 @@ class ActionLineage:
     args: str | None = None
     agent: str | None = None
     branch: str | None = None
+    reissue_of: str | None = None
 
     @property
     def invalid(self) -> bool:

@@ -16,6 +16,7 @@ from icore.adapters import (
     APPROVED,
     FAILED_AFTER_AUTHORIZATION,
     OUTCOME_UNKNOWN,
+    REISSUED,
     REJECTED_BY_HUMAN,
     AuditResult,
     counted_as,
@@ -79,6 +80,9 @@ def action_line(r: AuditResult) -> str | None:
     if (resent := sum(bool(lv.resent_unchanged) for lv in views)):  # QA qa-new10c S2
         asked = "; ".join(x for x in (asked, f"{resent} replan(s) resent unchanged (the "
                                       "stale call's arguments again: see the report)") if x)
+    if (again := sum(lv.reissue_of is not None for lv in views)):  # QA qa-new14 S2
+        asked = "; ".join(x for x in (asked, f"{again} {REISSUED} (the same call from the "
+                                      "same versions: it may have run twice)") if x)
     return f"{line}; {asked}" if asked else line
 
 
@@ -135,6 +139,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
     (``sha256:<16 hex>`` of their canonical JSON), each when recorded.
     ``"resent_unchanged": [keys]`` for a replan whose arguments are its stale call's
     although those facts' handed-over values differ (a warning, QA qa-new10c S2).
+    ``"reissue_of": action`` for an action reissued after an unknown outcome: the same
+    tool and arguments as that earlier action, authorized from the same versions, while
+    the earlier one's outcome is unknown (it may have run twice, QA qa-new14 S2).
     ``paused``: the run is paused, waiting for a human (no terminal marker, its last step
     a pause; every run has the key, #29). ``warnings``: the import's warnings, when any
     (a record or decision line that does not match its digest, gate activity with no
@@ -152,6 +159,7 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
                 **({"human_step": lv.human_step} if lv.human_step is not None else {}),
                 **({"resent_unchanged": list(lv.resent_unchanged)}
                    if lv.resent_unchanged else {}),
+                **({"reissue_of": lv.reissue_of} if lv.reissue_of is not None else {}),
                 **call_fields(lv.caller, lv.action, lv.args, lv.branch)}
                for lv in (views if views is not None else lineage_views(r))]
     return {

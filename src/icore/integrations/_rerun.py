@@ -14,6 +14,7 @@ its next message paid again). Pure: no I/O.
 from __future__ import annotations
 
 from icore.integrations._failed import leaves_open
+from icore.workspace import check_first, unknown_outcome_text
 
 RETRY_UNKNOWN = "earlier_outcome_unknown"
 """The reason of a call refused because the same call's earlier attempt (same model
@@ -29,24 +30,6 @@ def outcome_unknown(exc: BaseException) -> bool:
     audit counts such a call ``outcome unknown``.
     """
     return leaves_open(exc)
-
-
-def check_first(tool: str) -> str:
-    """The advice closing every "outcome unknown" text the model reads (one wording)."""
-    return f"check its effect before calling {tool} again, or report the unknown outcome"
-
-
-def unknown_outcome_text(tool: str, error: str) -> str:
-    """What the model reads of a fenced call whose started body raised (not ``NoEffect``).
-
-    ``error``: the exception as ``Type: message`` (cut by the caller). The framework's
-    own text (an error, a traceback) said only that it failed; the call may have made its
-    effect first (a card charged, then a timeout), so calling it again may act twice. The
-    same wording as :func:`retry_message` and the MCP gateway's ("check its effect before
-    calling again"); LangGraph, the Agents SDK, AG2 and CrewAI fenced tools give it.
-    """
-    return (f"{tool} failed with {error}; it may have run (it started before it failed), "
-            f"so its outcome is unknown: {check_first(tool)}")
 
 
 def retry_message(tool: str, error: str) -> str:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from icore.adapters import APPROVED, ActionLineage, ValidationPoint, lineage_of
+from icore.adapters import APPROVED, REISSUED, ActionLineage, ValidationPoint, lineage_of
 from icore.errors import visible
 from icore.fence import DecisionEntry
 from icore.report._view_model import (
@@ -256,17 +256,25 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "",
         said = RESENT_UNCHANGED.format(keys=", ".join(lineage.resent_unchanged))
         steps.append(DecisionStepView("resent", "resent unchanged", "warn", said))
         reason = f"{reason.rstrip('.')}; {said}."
+    if lineage.reissue_of is not None:  # QA qa-new14 S2: it may have acted twice
+        said = REISSUED_NOTE.format(first=lineage.reissue_of)
+        steps.append(DecisionStepView("reissued", REISSUED, "bad", said))
+        reason = f"{reason.rstrip('.')}; {said}."
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
                        tuple(stale_by), action, last.roots if last else (), error,
                        lineage.outcome_unknown, lineage.human, lineage.human_step,
                        lineage.resent_unchanged, lineage.args, lineage.agent,
-                       lineage.branch)
+                       lineage.branch, lineage.reissue_of)
 
 
 RESENT_UNCHANGED = ("replan resent unchanged: its arguments are the stale call's although "
                     "the fresh value of {keys} handed over differs from the one it was "
                     "planned from (the host may have retried the refused call blindly)")
 """The warning of a replan resent unchanged (:attr:`LineageView.resent_unchanged`)."""
+
+REISSUED_NOTE = (REISSUED + ": the same call as {first} (same arguments, authorized from "
+                 "the same versions), whose outcome is unknown; it may have run twice")
+"""The note of an action reissued after an unknown outcome (:attr:`LineageView.reissue_of`)."""
 
 
 def _tail(detail: str) -> str:

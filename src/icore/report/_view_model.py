@@ -310,6 +310,9 @@ class LineageView:
         caller: the agent that made the call, when recorded.
         branch: the parallel branch the call was made in, when recorded
             (:attr:`icore.adapters.ActionLineage.branch`).
+        reissue_of: the earlier action whose outcome is unknown that this one repeats
+            (same tool, arguments and versions: "reissued after an unknown outcome",
+            :attr:`icore.adapters.ActionLineage.reissue_of`), else None.
     """
 
     id: str
@@ -330,6 +333,7 @@ class LineageView:
     args: str | None = None
     caller: str | None = None
     branch: str | None = None
+    reissue_of: str | None = None
 
     @property
     def counted(self) -> str:

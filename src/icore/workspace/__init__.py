@@ -49,6 +49,7 @@ from icore.workspace._call import (
 )
 from icore.workspace._errors import FactNotWritten, ReplanFailed, WorkspaceError
 from icore.workspace._keys import GLOB_CHARS, MISSING, arg_fault, bad_args_hint
+from icore.workspace._unknown import check_first, unknown_outcome_text
 from icore.workspace._workspace import FACT_TYPE, Workspace
 
 __all__ = [
@@ -82,6 +83,8 @@ __all__ = [
     "WorkspaceError",
     "arg_fault",
     "bad_args_hint",
+    "check_first",
     "read_answer",
     "running_call",
+    "unknown_outcome_text",
 ]

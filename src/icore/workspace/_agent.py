@@ -68,6 +68,7 @@ from icore.workspace._call import (
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._keys import MISSING, _Missing, detached
 from icore.workspace._scopes import RunScopes, ScopeSource
+from icore.workspace._unknown import Spent
 
 ACTION_PREFIX = "planfence.act"
 """Action records are keyed ``planfence.act/<agent>/<tool>`` and owned by the agent."""
@@ -224,8 +225,8 @@ class Agent(RunScopes):
                            lookup=self._lookup)
         self._exec = _Execution(self.fence, basis=self._basis, read_in=self._read_in,
                                 new_action=self._new_action, note=self._note,
-                                lock=self._lock, lookup=self._lookup,
-                                scope=self.call_scope)
+                                lock=self._lock, lookup=self._lookup, scope=self.call_scope,
+                                spent=Spent(self._seen, self._turns, self._lock))
 
     def __repr__(self) -> str:
         try:
@@ -245,6 +246,7 @@ class Agent(RunScopes):
                     self._seen.popitem(last=False)
             else:
                 self._seen.move_to_end(scope)
+            self._exec.spent.read(scope, records)
             for key, rec in records.items():
                 hist = seen.setdefault(key, [])
                 hist.append((rec, stamp))

@@ -51,6 +51,7 @@ from icore.workspace._call import (
 )
 from icore.workspace._errors import ReplanFailed, WorkspaceError
 from icore.workspace._keys import arg_fault, detached, detached_map, unstorable
+from icore.workspace._unknown import Spent, failure_of, spent_detail
 
 _MAX_TICKETS = 1024
 _SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
@@ -75,6 +76,8 @@ class _Execution:
         lock: the agent's lock.
         lookup: record id -> record (names versions in a refusal's detail).
         scope: the run scope a call is made in now (read once per call).
+        spent: the reads calls with an unknown outcome consumed (:mod:`._unknown`);
+            a call depending on one is refused :data:`NOT_READ` until read again.
     """
 
     def __init__(self, fence: Fence, *,
@@ -85,8 +88,10 @@ class _Execution:
                                 None],
                  lock: threading.RLock,
                  lookup: Callable[[RecordId], Record | None] | None = None,
-                 scope: Callable[[], Hashable | None] = lambda: None) -> None:
+                 scope: Callable[[], Hashable | None] = lambda: None,
+                 spent: Spent | None = None) -> None:
         self.fence = fence
+        self.spent = spent if spent is not None else Spent({}, {}, lock)
         self._lookup = lookup
         self._basis = basis
         self._read_in = read_in
@@ -145,6 +150,11 @@ class _Execution:
                         bad_args=dict(f for f in faults.values()))
         basis = self._basis(turn, scope)
         missing = sorted(k for k in deps if k not in basis)
+        why = self.spent.why(scope, missing) if missing else {}
+        if why:  # read by a call whose outcome is unknown: not handed over, read again
+            first, error = next(iter(why.values()))
+            return Call(action, False, reason=NOT_READ, args=dict(args),
+                        detail=spent_detail(first, error, why), spent=tuple(sorted(why)))
         if missing:
             got = {k: self._read_in(k, turn, scope) for k in missing}
             unwritten = tuple(k for k, r in got.items() if r is None)
@@ -303,6 +313,9 @@ class _Execution:
         key = (plan.scope, plan.action, plan.deps)
         rec = plan.run.root
         if res.executed:
+            error = failure_of(res.value)
+            if error is not None:  # it may have run: its reads back no other call
+                self.spent.spend(plan.scope, plan.run.basis, plan.action, error)
             if plan.replan_call:
                 with self._lock:
                     self._tickets.pop(key, None)

@@ -112,6 +112,10 @@ class Call:
         same_value: keys of ``fresh`` whose new version holds the value the agent had
             read (written again, e.g. by :meth:`~icore.workspace.Workspace.commit`, or by
             another process): a stale refusal does not call them changed.
+        spent: keys of D(a) whose reads an earlier call with an unknown outcome consumed
+            (its started body raised, not ``NoEffect``): the call is refused
+            :data:`NOT_READ`, its detail names that call, no value is handed over; a
+            read of those keys made after it lets a call run (QA qa-new14 S2).
     """
 
     action: str
@@ -128,6 +132,7 @@ class Call:
     turn: Hashable | None = None
     bad_args: Mapping[str, str] = field(default_factory=dict)
     same_value: tuple[str, ...] = ()
+    spent: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -192,6 +197,8 @@ def _message(c: Call) -> str:
                         "read it, with the same value (a new version)")
         return (f"{head}: {'; '.join(what)}. Current values: {_values(c.fresh)}. Decide "
                 f"again from these values; your next call counts as the one replan.")
+    if c.reason == NOT_READ and c.spent:
+        return f"{head}: {c.detail}. Nothing ran now."
     if c.reason == NOT_READ and c.bad_args:
         return f"{head}: {_bad_args(c)}"
     if c.reason == NOT_READ and c.unwritten:
