@@ -41,10 +41,14 @@ def test_timed_out_tool_is_outcome_unknown(tmp_path: Path, exc: Exception,
 
     hotel.book_room = book_room  # type: ignore[method-assign]
     rec = RunRecorder("slow")
-    with pytest.raises(type(exc)):
-        _graph(hotel, Brain(brain=hotel.brain())).invoke(
-            {"messages": [HumanMessage("Book room R101")]},
-            {"callbacks": [RecordingHandler(rec)]})
+    app = _graph(hotel, Brain(brain=hotel.brain()))
+    if isinstance(exc, NoEffect):  # the model reads it, the run goes on (QA qa-new14 S2)
+        app.invoke({"messages": [HumanMessage("Book room R101")]},
+                   {"callbacks": [RecordingHandler(rec)]})
+    else:
+        with pytest.raises(type(exc)):
+            app.invoke({"messages": [HumanMessage("Book room R101")]},
+                       {"callbacks": [RecordingHandler(rec)]})
     code, out, run = _audit(rec.write(tmp_path / "slow.jsonl"), "--fail-on", "invalid")
     assert code == 0
     assert f"protected actions of slow: 1 (1 {counted})" in out, out

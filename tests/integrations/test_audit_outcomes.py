@@ -58,9 +58,10 @@ def test_langgraph_tool_failing_after_authorization_is_counted_failed(tmp_path: 
     hotel = _raising_hotel("payment gateway down")
     app = _graph(hotel, Brain(brain=hotel.brain()))
     rec = RunRecorder("failed")
-    with pytest.raises(NoEffect, match="payment gateway down"):
-        app.invoke({"messages": [HumanMessage("Book room R101")]},
-                   {"callbacks": [RecordingHandler(rec)]})
+    out = app.invoke({"messages": [HumanMessage("Book room R101")]},  # the model reads
+                     {"callbacks": [RecordingHandler(rec)]})  # it (QA qa-new14 S2)
+    assert "payment gateway down" in str([m.content for m in out["messages"]
+                                          if m.type == "tool"])
     path = rec.write(tmp_path / "failed.jsonl")
     code, out, run = _audit(path, "--fail-on", "invalid")
     assert code == 0  # a failed call is no stale plan: --fail-on invalid stays quiet

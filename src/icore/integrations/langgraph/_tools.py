@@ -57,7 +57,7 @@ from icore.integrations._failed import leaves_open
 from icore.integrations._recorder import line_fields
 from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._scope_once import one_call
-from icore.integrations._tool_failed import describe
+from icore.integrations._tool_failed import MAX_ERROR_CHARS, describe, message_of
 from icore.integrations.langgraph._attempts_db import AttemptsFile
 from icore.integrations.langgraph._branches import branch_here
 from icore.integrations.langgraph._dup_ids import DuplicateIds
@@ -134,14 +134,24 @@ def _told_unknown(name: str, exc: BaseException, started: bool) -> None:
     crashed (QA qa-new14 S2); the trace still counts it failed after authorization.
 
     Raises:
-        ToolException: that text, chained from ``exc`` (else nothing is raised).
+        ToolException: that text, chained from ``exc`` (a ``NoEffect`` too when ``exc``
+            is one; else nothing is raised).
     """
     if not started or not isinstance(exc, Exception):
         return
     if isinstance(exc, ToolException) and leaves_open(exc):
         raise ToolException(unknown_outcome_text(name, describe(exc)[:500])) from exc
     if isinstance(exc, NoEffect) and not isinstance(exc, ToolException):
-        raise ToolException(str(exc)) from exc
+        text = message_of(exc)
+        raise _Declined(text[:MAX_ERROR_CHARS] if len(text) > MAX_ERROR_CHARS else text
+                        ) from exc
+
+
+class _Declined(NoEffect, ToolException):
+    """A started body's ``NoEffect``, as LangChain hands a ``ToolException`` to the model.
+
+    Still a ``NoEffect`` for whoever calls the tool directly (``tool.invoke``).
+    """
 
 
 def _handler_recorder(config: Any) -> RunRecorder | None:
