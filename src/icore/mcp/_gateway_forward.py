@@ -17,6 +17,12 @@ _RESERVED = "io.modelcontextprotocol/"
 _DROPPED = frozenset({"progressToken", "progress_token", TURN_META})
 
 
+def meta_dict(meta: Any) -> Mapping[str, Any]:
+    """A request's ``_meta`` (a dict, or a model dumped by alias) as a mapping."""
+    return meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
+                                                                   exclude_none=True)
+
+
 def forward_meta(meta: Any) -> Any:
     """The client's ``_meta`` for the upstream.
 
@@ -31,8 +37,7 @@ def forward_meta(meta: Any) -> Any:
     """
     if not meta:
         return None
-    raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
-                                                                  exclude_none=True)
+    raw = meta_dict(meta)
     out = {k: v for k, v in raw.items()
            if not k.startswith(_RESERVED) and k not in _DROPPED}
     return out or None

@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
+
+from icore.mcp._gateway_forward import meta_dict
 
 log = logging.getLogger("icore.mcp")
 
@@ -39,8 +41,7 @@ def client_token(meta: Any) -> str | int | None:
     """
     if not meta:
         return None
-    raw = meta if isinstance(meta, Mapping) else meta.model_dump(by_alias=True,
-                                                                  exclude_none=True)
+    raw = meta_dict(meta)
     # the SDK's parsed ``_meta`` names it by its field (``progress_token``), the wire by
     # its alias
     token = raw.get("progressToken", raw.get("progress_token"))
