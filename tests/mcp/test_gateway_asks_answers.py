@@ -119,3 +119,30 @@ def test_human_decision_fails_closed(action: str, content: Any, schema: Any,
                                      want: str) -> None:
     """Approve only a form whose every yes/no field is yes and whose content fits."""
     assert human_decision(action, content, schema) == want
+
+
+def test_unfitting_answer_to_unprotected_call_is_passed_on_and_named(tmp_path: Path) -> None:
+    """An unprotected call's upstream gets the human's answer as given (nothing to fence),
+    but the trace says it does not fit the form, and why (not a plain "answered")."""
+    import mcp_types as types
+
+    async def elicit(context: Any, params: Any) -> Any:
+        return types.ElicitResult(action="accept", content={"approve": "nope"})
+
+    m = yaml.safe_load(_manifest(tmp_path).read_text(encoding="utf-8"))
+    del m["tools"]["approve_noted"]  # unprotected now
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(m), encoding="utf-8")
+
+    async def main() -> None:
+        async with _stdio(path, elicitation_callback=elicit) as s:
+            r = await s.call_tool("approve_noted", {"amount": 1})
+            assert "does not fit" not in str(r.content), r  # passed on, not refused
+
+    anyio.run(main)
+    lines = [json.loads(x) for x in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    said = [x for x in lines if isinstance(x.get("ask"), dict) and "action" in x["ask"]]
+    assert len(said) == 1 and said[0]["ask"]["decision"] == ANSWERED
+    assert said[0]["ask"]["misfit"] == "field(s) approve not of the form's type or values"
+    assert "it does not fit the requested form: field(s) approve" in said[0]["content"]
+    assert "decision" not in said[0]

@@ -386,14 +386,17 @@ class Asks:
         action, content = result.action, result.content
         decision = human_decision(action, content, schema)
         shown = _bounded(content)
+        unfit = misfit(result, schema)  # an unprotected call's answer is passed on as is
         fields: dict[str, Any] = {"ask": {**asked, "action": action, "content": shown,
-                                          "decision": decision}, **task}
+                                          "decision": decision,
+                                          **({"misfit": unfit} if unfit else {})}, **task}
         if exact and caller.protected and decision != ANSWERED:  # the recorders' form
             fields.update(answered_by="human", decision=decision, tool=caller.tool,
                           args=dict(caller.args))
         text = json.dumps(shown, ensure_ascii=False, default=str) \
             if content is not None else ""
         said = decision if decision != ANSWERED else "answered, neither approved nor rejected"
+        said += f"; it does not fit the requested form: {unfit}" if unfit else ""
         self.trace.note(caller.sid, f"a human answered {action} ({said}) to "
                         f"{asked['tool']}'s question" + (f": {text}" if text else ""),
                         **fields)
