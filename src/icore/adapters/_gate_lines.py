@@ -227,6 +227,36 @@ def tool_claim(obj: dict[str, Any]) -> tuple[str | None, bool | None]:
     return (tool if isinstance(tool, str) and tool else None), ran
 
 
+def check_tool_calls(value: Any, *, file: str, field: str) -> None:
+    """Refuse an output's ``tool_calls`` that is not ``[{"name": str, "args"?, "id"?}, ...]``.
+
+    ``args`` may be any JSON value (a model may send a non-object); ``id`` a string, an
+    integer or null. QA qa-new15c S3: a wrong shape was read silently, though it decides
+    whether an output repeats an earlier one.
+
+    Raises:
+        AdapterError: not a list, an item not an object, or an item without a non-empty
+            string ``name`` (field ``<field>[i].name``) or with another type of ``id``.
+    """
+    if not isinstance(value, list):
+        raise AdapterError(f"tool_calls must be a list of {{\"name\", \"args\", \"id\"?}} "
+                           f"objects, not {type(value).__name__}", file=file, field=field)
+    for i, c in enumerate(value):
+        if not isinstance(c, dict):
+            raise AdapterError(f"each tool call must be an object, not {type(c).__name__}",
+                               file=file, field=f"{field}[{i}]")
+        name = c.get("name")
+        if not isinstance(name, str) or not name.strip():
+            got = "missing" if "name" not in c else f"{type(name).__name__} {name!r}"[:80]
+            raise AdapterError(f"a tool call needs a non-empty string name ({got}; keys: "
+                               f"{', '.join(sorted(map(str, c)))[:120]})", file=file,
+                               field=f"{field}[{i}].name")
+        cid = c.get("id")
+        if cid is not None and (isinstance(cid, bool) or not isinstance(cid, str | int)):
+            raise AdapterError(f"a tool call's id must be a string, not {type(cid).__name__}",
+                               file=file, field=f"{field}[{i}].id")
+
+
 def tool_calls(value: Any) -> str | None:
     """An output's ``tool_calls`` as canonical JSON, call ids dropped (None: none)."""
     if not value:
@@ -237,5 +267,6 @@ def tool_calls(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-__all__ = ["answer_args", "gate_activity", "gate_without_records", "human_answer", "note_call",
-           "note_plan", "span_answer", "strs", "tool_calls", "tool_claim"]
+__all__ = ["answer_args", "check_tool_calls", "gate_activity", "gate_without_records",
+           "human_answer", "note_call", "note_plan", "span_answer", "strs", "tool_calls",
+           "tool_claim"]

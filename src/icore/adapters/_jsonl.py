@@ -74,6 +74,7 @@ from icore.adapters._decision_check import (
 from icore.adapters._errors import AdapterError, check_text
 from icore.adapters._gate_lines import (
     answer_args,
+    check_tool_calls,
     gate_activity,
     gate_without_records,
     human_answer,
@@ -362,6 +363,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     broken = broken or unmarked
     warnings += said + said2 + said3 + said4 + gate_without_records(gate_lines, file,
                                                                      protected)
+    warnings += names.merge_notes(file)
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
@@ -468,7 +470,8 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
     if term is not None and term.__class__ is not bool:
         term = _flag(obj, "terminates", file, f)
     calls = None
-    if kind == StepKind.OUTPUT and (tc := obj.get("tool_calls")):
+    if kind == StepKind.OUTPUT and (tc := obj.get("tool_calls")) is not None:
+        check_tool_calls(tc, file=file, field=f"{f}.tool_calls")
         calls = tool_calls(tc)
     plan_id = as_str(obj.get("plan_id"), file=file, field=f"{f}.plan_id",
                      optional=True) if kind == StepKind.PLAN else None
@@ -520,9 +523,12 @@ def _decode(line: str, file: str, n: int) -> Any:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise AdapterError(f"malformed JSON: {exc.msg}", file=file,
+        col = min(exc.pos, len(line.rstrip("\r\n"))) + 1  # the line's end, not past it
+        raise AdapterError(f"malformed JSON at column {col}"
+                           f"{' (after this field)' if path_at(line, exc.pos) else ''}: "
+                           f"{exc.msg}", file=file,
                            field=_line_field(n, path_at(line, exc.pos)),
-                           column=exc.colno) from None
+                           column=col) from None
     except RecursionError:
         raise AdapterError("JSON nested too deeply", file=file,
                            field=_line_field(n, path_at_depth(line, MAX_DEPTH))) from None

@@ -359,7 +359,7 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
         if who not in agents and who != "user":
             agents[who] = ""
     warnings = tuple(f"{file}: kept {n} {_kind_shown(k)} span(s) as events (no mapping)"
-                     for k, n in sorted(unknown.items()))
+                     for k, n in sorted(unknown.items())) + names.merge_notes(file)
     family = OTEL
     live = None
     if calls:

@@ -121,6 +121,10 @@ def as_name(value: Any, *, file: str, field: str, optional: bool = False) -> str
     return as_str(value, file=file, field=field, optional=optional)
 
 
+MERGED_SHOWN = 8
+"""Most other spellings of one agent name :class:`AgentNames` keeps for its warning."""
+
+
 def name_key(name: str) -> str:
     """Case- and punctuation-insensitive key of an agent name (``Websurfer`` == ``WebSurfer``)."""
     return re.sub(r"[^0-9a-z]", "", name.lower())
@@ -135,8 +139,17 @@ class AgentNames:
     def __init__(self, names: Iterable[str] = ()) -> None:
         self._by_key: dict[str, str] = {}
         self._known: dict[str, str] = {}  # spelling -> canonical (a known name never changes)
+        self.merged: dict[str, list[str]] = {}
+        """Canonical name -> the other spellings read as it (first seen first, at most
+        :data:`MERGED_SHOWN` each): what :meth:`merge_notes` warns about."""
         for n in names:
             self.add(n)
+
+    def _note(self, name: str, got: str) -> None:
+        if name.strip() != got:
+            seen = self.merged.setdefault(got, [])
+            if name not in seen and len(seen) < MERGED_SHOWN:
+                seen.append(name)
 
     def add(self, name: str) -> str:
         """Register ``name`` (if new) and return its canonical spelling."""
@@ -148,7 +161,21 @@ class AgentNames:
             return name
         got = self._by_key.setdefault(key, name.strip())
         self._known[name] = got
+        self._note(name, got)
         return got
+
+    def merge_notes(self, file: str) -> tuple[str, ...]:
+        """One warning per agent read under several spellings (QA qa-new15c S2).
+
+        Names are compared without case, punctuation or invisible characters
+        (:func:`name_key`), so ``coder1`` and ``Coder_1`` are the agent ``coder_1``: an
+        author who meant distinct agents must give them distinct names. Empty when no
+        name was merged.
+        """
+        return tuple(f"{file}: agent names {', '.join(repr(x) for x in spellings)} were "
+                     f"read as the agent {got!r} (names are compared without case, "
+                     "punctuation and invisible characters); give distinct agents "
+                     "distinct names" for got, spellings in self.merged.items())
 
     def canonical(self, name: str | None) -> str | None:
         """The canonical spelling of ``name`` or None when unknown."""
@@ -160,6 +187,7 @@ class AgentNames:
         got = self._by_key.get(name_key(name))
         if got is not None:
             self._known[name] = got
+            self._note(name, got)
         return got
 
     def __contains__(self, name: object) -> bool:
