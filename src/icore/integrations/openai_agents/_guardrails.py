@@ -73,7 +73,7 @@ def stopped_text(info: dict[str, Any], withheld: str | None) -> str:
             "so the answer was withheld" if info["kind"] == OUTPUT else
             "so the run's input was refused")
     return (f"{exc}: the {info['kind']} guardrail {info['name']} of agent {info['agent']} "
-            f"tripped its tripwire, {what}; Runner.run raised and the user got no answer")
+            f"tripped its tripwire, {what}; the run raised it and the user got no answer")
 
 
 __all__ = ["INPUT", "OUTPUT", "Tripwires", "stopped_text"]
