@@ -106,8 +106,9 @@ PINNED = {
         "FACT_TYPE", "GLOB_CHARS", "MISSING", "NOT_READ", "REJECTED", "Agent", "Answer",
         "ApprovalBook", "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "CallRefused",
         "FactNotWritten", "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner",
-        "Verdict", "Workspace", "WorkspaceError", "arg_fault", "bad_args_hint", "read_answer",
-        "running_call", "check_first", "unknown_outcome_text",
+        "Verdict", "Workspace", "WorkspaceError", "arg_fault", "bad_args_hint", "key_args",
+        "read_answer",
+        "running_call", "check_first", "unknown_outcome_text", "unwritten_hint",
     ],
     "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [

@@ -162,7 +162,8 @@ def test_a_stale_plan_stays_counted_invalid_when_its_tool_failed(
 
 def test_not_read_refusal_names_another_run_or_conversation() -> None:
     """A fact read in another conversation (scope) is not this one's read: the refusal
-    says so and points at the docs."""
+    says so; the docs are named in its detail (the developer's), never to the model (QA
+    qa-new15a S4)."""
     ws = Workspace({"fare/*": "airline"})
     ws.put("fare/LH100", {"price": 200}, by="airline")
     desk = ws.agent("desk")
@@ -173,4 +174,5 @@ def test_not_read_refusal_names_another_run_or_conversation() -> None:
                             depends_on=["fare/LH100"])
     assert not call.executed and call.reason == "not_read"
     assert "read in another run or conversation" in call.message
-    assert "docs/workspace.md#runs-and-scopes" in call.message
+    assert "docs/" not in call.message
+    assert "docs/workspace.md#runs-and-scopes" in call.detail

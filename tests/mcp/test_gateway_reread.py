@@ -192,7 +192,8 @@ def test_two_gateways_on_one_manifest_keep_apart(tmp_path: Path) -> None:
 def test_a_clean_run_audits_clean_and_refusals_say_what_helps(tmp_path: Path) -> None:
     """A run whose every call was valid scores astab 1 and cq 1 (each call's plan is
     recorded); a first call of a session that read nothing says only this same session
-    can pass; a fact never written says it has no value yet, not "read and retry"."""
+    can pass; a fact never written, its key made from the model's argument, says it has
+    no value yet and to call again with a corrected argument."""
     manifest = _manifest(tmp_path, tools={
         "charge": {"depends_on": ["acct://{account}/balance"]},
         "audit_note": {"depends_on": ["fact://ops/{text}"]}})
@@ -205,8 +206,11 @@ def test_a_clean_run_audits_clean_and_refusals_say_what_helps(tmp_path: Path) ->
             assert "new session for each tool call" in t and "= 500" in t, t
             r = await s.call_tool("audit_note", {"text": "never"})
             t = text(r)
-            assert r.is_error and "fact://ops/never has no value yet (never written)" in t
-            assert "Do not retry it" in t and "call again" not in t, t
+            assert r.is_error and "no value yet for fact://ops/never" in t, t
+            # the key is made from the model's own argument: a wrong id it may correct
+            # (one wording with the in-process tools, QA qa-new15a S3)
+            assert "your argument text='never'" in t and "Do not retry" not in t, t
+            assert "call audit_note again with corrected arguments" in t, t
         async with stdio_gateway(manifest) as s:  # a clean run: read, then act
             await s.read_resource("acct://main/balance")
             for amount in (1, 2):

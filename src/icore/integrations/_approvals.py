@@ -59,12 +59,19 @@ def fence_changed(name: str, approved: Any, fresh: Any) -> str:
 
 
 def changed(name: str, approved: Any, req: ApprovalRequest,
-             asked: ApprovalRequest | None) -> str:
-    """Why an approved call does not run: it is not the request the human approved."""
+             asked: ApprovalRequest | None, *, unbound: str | None = None) -> str:
+    """Why an approved call does not run: it is not the request the human approved.
+
+    ``asked`` None: no request was tied to the approval; ``unbound`` says why, as the
+    seam knows it (default: the request could not be built when the human was asked).
+    Only what the seam knows is said: never "another process" unless it is (QA
+    qa-new15a S2: a tool built again in the same process was told so).
+    """
     fresh = dict(req.args)
     if asked is None:
-        why = ("the approval cannot be tied to the versions the call derives from (it "
-               "was asked in another process, or before this tool was wrapped)")
+        why = unbound or ("the approval cannot be tied to the versions the call derives "
+                          "from: no request with those versions could be noted when the "
+                          "human was asked")
     elif canon(dict(asked.args)) != canon(fresh):
         why = (f"the plan changed while the human decided and the fresh call "
                f"{json.dumps(fresh, default=str)} is not the approved "

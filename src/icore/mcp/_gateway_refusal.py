@@ -14,6 +14,7 @@ from typing import Any
 from icore.fence import Reason
 from icore.integrations import refusal_head
 from icore.mcp._facts import Verdict, describe
+from icore.workspace import key_args, unwritten_hint
 
 HINT = {
     Reason.STALE.value: "the facts this call was planned from changed; their fresh values "
@@ -85,12 +86,9 @@ def refusal(name: str, v: Verdict, *, first_read: bool = False,
     lines = [f"{refusal_head(name, reason)}: "
              f"{HINT.get(reason, 'the call was refused (fail closed)')}."]
     unwritten = tuple(v.call.unwritten) if reason == "not_read" else ()
-    if unwritten:  # reading cannot help: there is no value to plan from
-        lines[0] = (f"{refusal_head(name, 'not_read')}: {', '.join(unwritten)} "
-                    f"{'has' if len(unwritten) == 1 else 'have'} no value yet (never "
-                    "written), so there is nothing to plan this call from, and reading "
-                    "again does not change that. Do not retry it until an owner writes a "
-                    "value; call it with other arguments, or report it.")
+    if unwritten:  # reading cannot help: there is no value to plan from (the one text
+        lines[0] = (f"{refusal_head(name, 'not_read')}: "  # of the in-process tools too)
+                    f"{unwritten_hint(unwritten, name, key_args(unwritten, v.call.args))}.")
     elif reason == "not_read" and late:
         lines[0] = (f"{refusal_head(name, 'not_read')}: this session's read of "
                     f"{', '.join(late)} was not answered before this call was sent (a read "

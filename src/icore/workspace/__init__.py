@@ -48,7 +48,14 @@ from icore.workspace._call import (
     running_call,
 )
 from icore.workspace._errors import FactNotWritten, ReplanFailed, WorkspaceError
-from icore.workspace._keys import GLOB_CHARS, MISSING, arg_fault, bad_args_hint
+from icore.workspace._keys import (
+    GLOB_CHARS,
+    MISSING,
+    arg_fault,
+    bad_args_hint,
+    key_args,
+    unwritten_hint,
+)
 from icore.workspace._unknown import check_first, unknown_outcome_text
 from icore.workspace._workspace import FACT_TYPE, Workspace
 
@@ -84,7 +91,9 @@ __all__ = [
     "arg_fault",
     "bad_args_hint",
     "check_first",
+    "key_args",
     "read_answer",
     "running_call",
     "unknown_outcome_text",
+    "unwritten_hint",
 ]

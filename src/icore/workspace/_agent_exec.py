@@ -50,7 +50,7 @@ from icore.workspace._call import (
     _trampoline_for,
 )
 from icore.workspace._errors import ReplanFailed, WorkspaceError
-from icore.workspace._keys import arg_fault, detached, detached_map, unstorable
+from icore.workspace._keys import arg_fault, detached, detached_map, key_args, unstorable
 from icore.workspace._unknown import Spent, failure_of, spent_detail
 
 _MAX_TICKETS = 1024
@@ -159,11 +159,14 @@ class _Execution:
             got = {k: self._read_in(k, turn, scope) for k in missing}
             unwritten = tuple(k for k, r in got.items() if r is None)
             detail = (f"no value yet (never written): {', '.join(unwritten)}" if unwritten
-                      else f"not read: {', '.join(missing)}")
+                      else f"not read in this run scope: {', '.join(missing)} (reads "
+                      "count only in the run or conversation that made them; a chat over "
+                      "several runs shares one scope: docs/workspace.md#runs-and-scopes)")
             return Call(action, False, reason=NOT_READ, args=dict(args),
                         fresh={k: None if r is None else detached(r.content)
                                for k, r in got.items()},
-                        detail=detail, unwritten=unwritten)
+                        detail=detail, unwritten=unwritten, key_args=key_args(
+                            unwritten, args) if unwritten and callable(depends_on) else {})
         mine = {k: basis[k] for k in sorted(deps)}
         try:
             rec = self._new_action(action, args, list(mine.values()))

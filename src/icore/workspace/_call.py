@@ -20,7 +20,7 @@ from icore.errors import brief, visible
 from icore.fence import ActionResult, Reason
 from icore.records import JSONValue, Record
 from icore.workspace._approval import ApprovalRequest
-from icore.workspace._keys import bad_args_hint
+from icore.workspace._keys import bad_args_hint, unwritten_hint
 
 Scope: TypeAlias = Iterable[str] | Callable[[Mapping[str, Any]], Iterable[str]]
 """D(a): keys, or a function of the call's (normalised) arguments returning them."""
@@ -116,6 +116,11 @@ class Call:
             (its started body raised, not ``NoEffect``): the call is refused
             :data:`NOT_READ`, its detail names that call, no value is handed over; a
             read of those keys made after it lets a call run (QA qa-new14 S2).
+        key_args: argument path -> value, for the arguments the ``unwritten`` keys are
+            made from (a ``depends_on`` function of the arguments:
+            :func:`~icore.workspace.key_args`): the model named a fact that does not
+            exist (a wrong id) and may call again with a corrected argument (QA
+            qa-new15a S3).
     """
 
     action: str
@@ -133,6 +138,7 @@ class Call:
     bad_args: Mapping[str, str] = field(default_factory=dict)
     same_value: tuple[str, ...] = ()
     spent: tuple[str, ...] = ()
+    key_args: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -202,15 +208,12 @@ def _message(c: Call) -> str:
     if c.reason == NOT_READ and c.bad_args:
         return f"{head}: {_bad_args(c)}"
     if c.reason == NOT_READ and c.unwritten:
-        return (f"{head}: no value yet for {', '.join(sorted(c.unwritten))}: nothing has "
-                f"been written under this key (the application may name a fact that does "
-                f"not exist yet, or misspell it), so nothing can authorize the call. Do "
-                f"not retry it; report it.")
-    if c.reason == NOT_READ:
+        return f"{head}: {unwritten_hint(c.unwritten, c.action, c.key_args)}."
+    if c.reason == NOT_READ:  # no doc path for the model: the detail names it
         return (f"{head}: this call depends on {', '.join(sorted(c.fresh))}, which this "
                 f"agent holds no read of (not read yet, read before a restart: reads "
                 f"are kept in memory, or read in another run or conversation: reads count "
-                f"only in the run that made them, see docs/workspace.md#runs-and-scopes). "
+                f"only in the run or conversation that made them). "
                 f"Current values: {_values(c.fresh)}. Decide from "
                 f"these values and call again.")
     hint = _HINTS.get(c.reason, "the call was refused")

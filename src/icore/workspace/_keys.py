@@ -158,16 +158,81 @@ def bad_args_hint(bad: Mapping[str, str], action: str, keys: Iterable[str] = ())
             "with the exact value of an existing fact (read it first)")
 
 
-def _strings(value: Any, path: str, depth: int) -> Iterable[tuple[str, str]]:
-    """``(path, text)`` of every str in a call's arguments (nested up to 8 levels)."""
+def key_args(keys: Iterable[str], args: Mapping[str, Any]) -> dict[str, str]:
+    """The call's argument values a key of D(a) is made from: argument path -> value.
+
+    A str (or int) argument value that is a whole ``/``-separated segment of one of
+    ``keys`` (``flight="lh100"`` in ``fare/lh100/2026-12-20``), or a text of at least 3
+    characters inside one. Used to tell the model that a key naming no fact came from its
+    own argument (a wrong id it can correct), not from the application.
+
+    Raises:
+        WorkspaceError: ``keys`` is not an iterable of str or ``args`` not a mapping.
+    """
+    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise WorkspaceError(f"keys must be an iterable of str, not {type(keys).__name__}",
+                             field="keys")
+    keys = list(keys)
+    if not all(isinstance(k, str) for k in keys):
+        raise WorkspaceError("keys must hold str only", field="keys")
+    if not isinstance(args, Mapping):
+        raise WorkspaceError(f"args must be a mapping, not {type(args).__name__}",
+                             field="args")
+    found: dict[str, str] = {}
+    for path, val in _strings(args, "", 0, numbers=True):
+        if val and any(val in k.split("/") or (len(val) >= 3 and val in k) for k in keys):
+            found[path] = val
+    return found
+
+
+def unwritten_hint(keys: Iterable[str], action: str,
+                   from_args: Mapping[str, str] | None = None) -> str:
+    """What a model is told when facts a call depends on were never written.
+
+    The one text of such a ``not_read`` refusal, in process (the workspace) and at the
+    ``icore mcp`` gateway alike. ``from_args`` (:func:`key_args`): the arguments the keys
+    are made from. Given, the model is told the key names no fact and to call again with
+    a corrected argument, read first (a wrong id, its case: QA qa-new15a S3); else the
+    keys are the application's, and retrying does not help.
+
+    Returns:
+        The text after the refusal head, without its final period.
+    """
+    keys = sorted(keys)
+    one = len(keys) == 1
+    where = ", ".join(keys).encode("utf-8", "backslashreplace").decode()[:300]
+    head = (f"no value yet for {where}: nothing has been written under "
+            f"{'this key' if one else 'these keys'}")
+    if from_args:
+        shown = ", ".join(f"{p}={v!r}"[:120] for p, v in sorted(from_args.items()))
+        return (f"{head}, so no such fact exists; {'it is' if one else 'they are'} made from "
+                f"your argument{'' if len(from_args) == 1 else 's'} {shown}. Nothing ran. "
+                f"Check {'it' if len(from_args) == 1 else 'them'} against the facts you "
+                f"read (the exact id, its spelling and case; read the fact first if you "
+                f"have not) and call {action} again with corrected arguments")
+    return (f"{head} (the application may name a fact that does not exist yet, or misspell "
+            f"it), so nothing can authorize the call and reading again does not help. "
+            f"Nothing ran. Do not retry it unchanged; report it")
+
+
+def _strings(value: Any, path: str, depth: int, *, numbers: bool = False
+             ) -> Iterable[tuple[str, str]]:
+    """``(path, text)`` of every str in a call's arguments (nested up to 8 levels).
+
+    ``numbers``: an int (not a bool) too, as its decimal text.
+    """
     if isinstance(value, str):
         yield path, value
+    elif numbers and isinstance(value, int) and not isinstance(value, bool):
+        yield path, str(value) if abs(value) < 10**30 else ""
     elif depth < 8 and isinstance(value, Mapping):
         for k, v in value.items():
-            yield from _strings(v, f"{path}.{k}" if path else str(k), depth + 1)
+            yield from _strings(v, f"{path}.{k}" if path else str(k), depth + 1,
+                                numbers=numbers)
     elif depth < 8 and isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            yield from _strings(v, f"{path}.{i}" if path else str(i), depth + 1)
+            yield from _strings(v, f"{path}.{i}" if path else str(i), depth + 1,
+                                numbers=numbers)
 
 
 def declare_fix(key: str) -> str:

@@ -14,18 +14,42 @@ answers a re-run step (CHANGELOG, QA qa-new11 S2).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Hashable, Mapping
 from typing import Any
 
 from agents.tracing import get_current_trace
 
 from icore.integrations._approvals import canon
-from icore.integrations._call_ledger import RETRY_UNKNOWN, STARTED, Earlier
+from icore.integrations._call_ledger import RETRY_UNKNOWN, STARTED, CallLedger, Earlier
 from icore.integrations._recorder import RunRecorder
 from icore.integrations._refusals import refusal_head
 
 _NO_TRACE = "no-op"
 """The trace id of the SDK's no-op trace (tracing disabled)."""
+_LEDGERS: weakref.WeakKeyDictionary[Any, dict[str, CallLedger]] = weakref.WeakKeyDictionary()
+_LEDGERS_LOCK = threading.Lock()
+
+
+def ledger_of(owner: Any, name: str) -> CallLedger:
+    """The approved calls of tool ``name`` run through ``owner``, however often it is built.
+
+    ``owner``: its workspace agent, or fence (held weakly).
+
+    An app that builds its fenced tools for each request (resuming a saved run state in
+    a new request, same process) still runs an approved call once when the saved state
+    is resumed twice (QA qa-new15a S2). An owner that cannot be held weakly gets a
+    ledger of its own (per fenced tool, as before).
+    """
+    with _LEDGERS_LOCK:
+        try:
+            per = _LEDGERS.get(owner)
+            if per is None:
+                per = _LEDGERS[owner] = {}
+        except TypeError:
+            return CallLedger()
+        return per.setdefault(name, CallLedger())
 
 
 def call_key(ctx: Any, args: Mapping[str, Any]) -> Hashable | None:
@@ -77,4 +101,4 @@ def record_replay(rec: RunRecorder | None, who: str, name: str, args: Any, call_
             tool=name, args=args, tool_call_id=call_id, replay=True, **extra)
 
 
-__all__ = ["again_message", "call_key", "record_replay"]
+__all__ = ["again_message", "call_key", "ledger_of", "record_replay"]

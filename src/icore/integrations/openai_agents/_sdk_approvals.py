@@ -43,6 +43,46 @@ MAX_ASKED = 4096
 """Most approval requests remembered per tool (older approved calls fail closed)."""
 NO_APPROVAL: Any = object()
 """A call that did not run through the SDK's human approval."""
+NOT_ASKED: Any = object()
+"""An approved call no fenced tool of its workspace agent put to the human here."""
+
+_BOOKS: weakref.WeakKeyDictionary[Any, dict[str, OrderedDict[Any, Any]]] = \
+    weakref.WeakKeyDictionary()
+"""Workspace agent -> tool name -> tool-call id -> the request its human was asked."""
+_BOOKS_LOCK = threading.Lock()
+
+
+def asked_book(owner: Any, name: str) -> OrderedDict[Any, ApprovalRequest | None]:
+    """The requests put to the human for tool ``name`` of ``owner``, by tool-call id.
+
+    Kept per workspace agent (``owner``, held weakly) and tool name, not per fenced tool
+    object: an app that builds its fenced tools again for each request (a web handler
+    that pauses in one request and resumes in the next, in one process) finds the
+    request the first object noted (QA qa-new15a S2). A request that could not be built
+    is noted as None.
+    """
+    with _BOOKS_LOCK:
+        per = _BOOKS.get(owner)
+        if per is None:
+            per = _BOOKS[owner] = {}
+        return per.setdefault(name, OrderedDict())
+
+
+def unasked_why(name: str, noted: Any) -> str:
+    """Why an approved call's request is unknown here (``noted``: what the book holds).
+
+    :data:`NOT_ASKED`: no fenced ``name`` of this workspace agent put the call to a human
+    in this process; None: it was asked, but its request could not be built then.
+    """
+    if noted is NOT_ASKED:
+        return ("no fenced " + name + " of this workspace agent put this call to a human in "
+                "this process (the question was asked in another process and its saved run "
+                "state resumed here, or by a tool that was not fenced then, or more than "
+                f"{MAX_ASKED} questions ago), so the approval cannot be tied to the versions "
+                "the call derives from")
+    return ("when the human was asked, the call's request could not be tied to the versions "
+            "it derives from (its arguments did not fit, or a fact it depends on was not "
+            "read)")
 
 
 _Key = tuple[int, str, str | None]
@@ -238,6 +278,7 @@ def binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
     arguments, or the same ones from other versions) is refused ``approval_changed``.
     A request that cannot be built (arguments that do not fit, an unread fact) is noted as
     None: the approved call is then refused (fail closed) unless the gate refuses it first.
+    ``asked`` is the workspace agent's book for the tool (:func:`asked_book`).
     """
     policy = base.needs_approval
 
@@ -254,13 +295,34 @@ def binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
             req = team.request_for(base.name, args, keys, turn=turn_of(wrapper))
         except Exception:  # the gate refuses such a call with the real cause
             req = None
-        asked[call_id] = req
-        asked.move_to_end(call_id)
+        with _BOOKS_LOCK:
+            asked[call_id] = req
+            asked.move_to_end(call_id)
+            while len(asked) > MAX_ASKED:
+                asked.popitem(last=False)
         proc = ACTIVE_PROCESSOR.get()
         if proc is not None:  # a run that stops here is paused, not ended
             proc.asking(call_id, base.name, params)
-        while len(asked) > MAX_ASKED:
-            asked.popitem(last=False)
         return True
 
     return needs_approval
+
+
+def decided(wrapper: Any, tool: str, call_id: str) -> Any:
+    """The SDK's decision on the call ``call_id`` (True, False: rejected, None: open)."""
+    try:
+        return wrapper.is_tool_approved(tool, call_id)
+    except Exception:  # not a run context that knows approvals
+        return None
+
+
+def rejection_text(wrapper: Any, tool: str, call_id: str) -> str:
+    """What the SDK answers a rejected call with (the human's message, else its default)."""
+    try:
+        said = wrapper.get_rejection_message(tool, call_id)
+    except Exception:
+        said = None
+    if isinstance(said, str):
+        return said
+    from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
+    return DEFAULT_APPROVAL_REJECTION_MESSAGE

@@ -28,7 +28,8 @@ class (``WorkspaceError`` / ``IntegrationError``, :func:`agents_error`) that is 
 Human approval (the SDK's ``needs_approval``, ``RunState.approve``): an approval covers
 the request put to the human, its :class:`~icore.workspace.ApprovalRequest` (arguments
 and the versions of D(a) the call derives from), noted when the SDK asks the tool's
-``needs_approval``. A replanned call (the plan's inputs changed while the human decided)
+``needs_approval`` and kept per workspace agent and tool name (a tool built again for
+each request finds it). A replanned call (the plan's inputs changed while the human decided)
 is another request, whether its arguments changed or not: it does not run, the model is
 told ``approval_changed`` and what differs (or :class:`AgentsActionBlocked` is raised),
 the fresh plan is written back (``fence=``), and the model's next call goes to the human
@@ -89,7 +90,7 @@ from icore.integrations._approvals import (
 )
 from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import invalid_args_message, refused_args
-from icore.integrations._call_ledger import RAN, REFUSED, RETRY_UNKNOWN, UNKNOWN, CallLedger
+from icore.integrations._call_ledger import RAN, REFUSED, RETRY_UNKNOWN, UNKNOWN
 from icore.integrations._context import (
     ContextRoots,
     StateUpdate,
@@ -102,12 +103,22 @@ from icore.integrations._fenced import agent_error
 from icore.integrations._json_args import read_json
 from icore.integrations._recorder import active_recorder
 from icore.integrations._tool_failed import describe
-from icore.integrations.openai_agents._resumes import again_message, call_key, record_replay
+from icore.integrations.openai_agents._resumes import (
+    again_message,
+    call_key,
+    ledger_of,
+    record_replay,
+)
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
+    NOT_ASKED,
     always_approved,
     approved_call,
+    asked_book,
     binding,
+    decided,
+    rejection_text,
+    unasked_why,
     unread_after_approval,
     unwitnessed_message,
     used_elsewhere,
@@ -354,8 +365,10 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
     guard.claim(base.name)
     witness_approvals()  # an approval only a saved run state holds approves nothing (#29)
     turns = _Turns()
-    asked: OrderedDict[Any, ApprovalRequest | None] = OrderedDict()
-    """Tool-call id -> the request the human was asked (arguments and versions)."""
+    asked: OrderedDict[Any, ApprovalRequest | None] = (
+        asked_book(team, base.name) if team is not None else OrderedDict())
+    """Tool-call id -> the request the human was asked (arguments and versions), kept per
+    workspace agent and tool name: a tool built again finds it (QA qa-new15a S2)."""
     if team is not None:  # reads made by tools of a model call are stamped with its turn
         team.turn_source = lambda: turns.latest
         team.detect_scope(sdk_run_scope)  # and kept per run: another run's never count
@@ -398,7 +411,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except IntegrationError as exc:
             return refused(ctx, args, invalid_args_message(
                 base.name, getattr(norm, "schema", None), args, fallback=str(exc)))
-        wanted = (asked.get(ctx.tool_call_id) if approved_call(base, ctx)
+        wanted = (asked.get(ctx.tool_call_id, NOT_ASKED) if approved_call(base, ctx)
                   and not always_approved(base, ctx) else NO_APPROVAL)
 
         def approve(req: ApprovalRequest) -> bool:
@@ -407,10 +420,13 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                                                            consume=True):
                 raise CallRefused(APPROVAL_CHANGED, unwitnessed_message(
                     base.name, used=used_elsewhere(who, base.name, ctx.tool_call_id)))
-            if wanted is NO_APPROVAL or (wanted is not None and wanted.id == req.id):
+            if wanted is NO_APPROVAL or (isinstance(wanted, ApprovalRequest)
+                                         and wanted.id == req.id):
                 return True
-            raise CallRefused(APPROVAL_CHANGED, changed(
-                base.name, wanted.args if wanted is not None else norm_args, req, wanted))
+            if not isinstance(wanted, ApprovalRequest):
+                raise CallRefused(APPROVAL_CHANGED, changed(
+                    base.name, norm_args, req, None, unbound=unasked_why(base.name, wanted)))
+            raise CallRefused(APPROVAL_CHANGED, changed(base.name, wanted.args, req, wanted))
 
         async def call(**a: Any) -> Any:
             attempt.started = True
@@ -489,7 +505,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
                         "tool": base.name, "approved": True,
                         "request": want.id if want is not None else None})
 
-    ledger = CallLedger()
+    ledger = ledger_of(team if team is not None else guard.fence, base.name)
     """Approved calls by :func:`call_key`: a saved run resumed twice runs each once."""
 
     def replayed(ctx: ToolContext[Any], args: dict[str, Any], earlier: Any) -> Any:
@@ -553,34 +569,14 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         _run_recorder(recorder, base.name)  # claimed before any call waits for approval
         proc = ACTIVE_PROCESSOR.get()
         if proc is not None and base.needs_approval is not False:  # a human's "no"
-            proc.rejected(base.name, lambda cid: _decided(wrapper, base.name, cid),
-                          lambda cid: _rejection_text(wrapper, base.name, cid))
+            proc.rejected(base.name, lambda cid: decided(wrapper, base.name, cid),
+                          lambda cid: rejection_text(wrapper, base.name, cid))
         return enabled(wrapper, owner) if callable(enabled) else enabled
 
     wrapped.is_enabled = is_enabled
     if team is not None and base.needs_approval is not False:
         wrapped.needs_approval = binding(base, team, guard, norm, turns.key, asked)
     return wrapped
-
-
-def _decided(wrapper: Any, tool: str, call_id: str) -> Any:
-    """The SDK's decision on the call ``call_id`` (True, False: rejected, None: open)."""
-    try:
-        return wrapper.is_tool_approved(tool, call_id)
-    except Exception:  # not a run context that knows approvals
-        return None
-
-
-def _rejection_text(wrapper: Any, tool: str, call_id: str) -> str:
-    """What the SDK answers a rejected call with (the human's message, else its default)."""
-    try:
-        said = wrapper.get_rejection_message(tool, call_id)
-    except Exception:
-        said = None
-    if isinstance(said, str):
-        return said
-    from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
-    return DEFAULT_APPROVAL_REJECTION_MESSAGE
 
 
 _FENCED = "__icore_fenced__"

@@ -63,6 +63,7 @@ from icore.integrations._json_args import read_json
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call
 from icore.integrations._run_end import RunEnd
+from icore.integrations.openai_agents._guardrails import Tripwires, stopped_text
 from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
 from icore.integrations.openai_agents._mcp_errors import mcp_failed, watch_mcp_errors
 from icore.integrations.openai_agents._span_items import items as span_items
@@ -122,6 +123,7 @@ class RecordingProcessor(TracingProcessor):
         """Set False to stop recording (the processor stays registered, inert)."""
         self._traces: OrderedDict[str, _TraceState] = OrderedDict()
         self._end = RunEnd(recorder, echoed=True)  # the answer is also a model turn
+        self._trips = Tripwires()  # a guardrail's tripwire: the run ends with no answer
         self._lock = threading.Lock()
         self._pending: OrderedDict[str, tuple[str, str, Any]] = OrderedDict()
         """Tool calls of model turns no tool answered yet: call id -> (agent, tool, args)."""
@@ -151,11 +153,17 @@ class RecordingProcessor(TracingProcessor):
 
     def _finish(self, trace_id: str) -> None:
         """The run ended: its last model turn, if text without tool calls, is the answer."""
+        tripped = self._trips.take(trace_id)
         with self._lock:
             st = self._state(trace_id)
             final, st.final = st.final, None
-            waiting = dict(self._asking) if final is None else {}
+            waiting = dict(self._asking) if final is None and tripped is None else {}
             self._asking.clear()
+        if tripped is not None:  # Runner.run raised: the user got no answer
+            text = stopped_text(tripped, final[1] if final is not None else None)
+            self.recorder.add(tripped["agent"], "thought", f"the run stopped: {text}",
+                              error=text, guardrail=tripped)
+            return
         if final is not None:
             self._end.end(*final)
             return
@@ -232,6 +240,10 @@ class RecordingProcessor(TracingProcessor):
                 st = self._state(span.trace_id)
                 st.agent = data.name
                 st.open_agents.append((span.span_id, data.name))
+        elif isinstance(data, GuardrailSpanData):  # the answer's, once the agent answered
+            with self._lock:
+                answered = self._state(span.trace_id).final is not None
+            self._trips.started(span.span_id, answered)
         elif isinstance(data, TaskSpanData):
             with self._lock:
                 st = self._state(span.trace_id)
@@ -469,8 +481,12 @@ class RecordingProcessor(TracingProcessor):
                 _trim(self._handed, self.MAX_TRACES)
             self.recorder.handoff(who, data.to_agent)
         elif isinstance(data, GuardrailSpanData):
-            self.recorder.add(self._who(span), "thought",
-                              f"guardrail {data.name}: triggered={data.triggered}")
+            who = self._who(span)
+            trip = self._trips.ended(span.trace_id, span.span_id, data.name, who,
+                                     bool(data.triggered))
+            extra: dict[str, Any] = {"guardrail": trip} if trip else {}
+            self.recorder.add(who, "thought", f"guardrail {data.name}: triggered="
+                              f"{data.triggered}", **extra)
         if isinstance(data, AgentSpanData):
             with self._lock:  # the caller of an agent used as a tool speaks again
                 st = self._state(span.trace_id)
