@@ -10,6 +10,7 @@ the real ``icore audit`` command.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -103,6 +104,68 @@ def test_a_run_killed_mid_tool_keeps_the_call_and_its_decision(tmp_path: Path) -
     run = json.loads(js.read_text())["runs"][0]
     assert [(a["action"], a["outcome"]) for a in run["lineage"]] == [("ship-1", "unknown")]
     assert not any("chain" in w for w in run.get("warnings", ()))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_decision_is_on_disk_before_the_body_runs(tmp_path: Path, mode: str) -> None:
+    """Inside the body (sync ``run``, async ``arun``) the file already holds the call's
+    authorizing decision under the task its later lines name."""
+    _ws, shipper = _world()
+    p = tmp_path / "run.jsonl"
+    rec = RunRecorder("ahead", path=p, fsync="off")
+    rec.task("ship")
+    shipper.read(ORDER)
+    seen: list[list[Any]] = []
+
+    def look() -> None:
+        seen.append([x["planfence"]["decision"]["task"] for x in map(
+            json.loads, p.read_text().splitlines()) if "decision" in x.get("planfence", {})])
+
+    def ship(city: str) -> str:
+        look()
+        return city
+
+    async def aship(city: str) -> str:
+        look()
+        return city
+
+    guard = FenceGuard(agent=shipper, depends_on={ORDER}, recorder=rec)
+    if mode == "sync":
+        assert guard.run("ship", ship, {"city": "Berlin"}).executed
+    else:
+        assert asyncio.run(guard.arun("ship", aship, {"city": "Berlin"})).executed
+    assert seen == [["ship-1"]]
+    rec.close()
+    assert [e.get("task") for e in rec.events if e["kind"] == "thought"] == ["ship-1"]
+    assert p.read_text().count('"decision"') == 1
+
+
+def test_a_body_stopped_on_purpose_is_no_call_in_write(tmp_path: Path) -> None:
+    """A control-flow exception from the body (a pause, a stop on purpose: here the
+    approvals' ``ApprovalChanged``) records no call, as without a file: its decision
+    written ahead leaves ``write()``; the file, which cannot take a line back, gets it
+    again ``may_have_run: false`` (a kill then reads it failed, never unknown)."""
+    from icore.integrations._approvals import ApprovalChanged
+
+    _ws, shipper = _world()
+    p = tmp_path / "run.jsonl"
+    rec = RunRecorder("paused", path=p)
+    rec.task("ship")
+    shipper.read(ORDER)
+
+    def ship(city: str) -> str:
+        raise ApprovalChanged({"city": city}, {"city": "Munich"})
+
+    with pytest.raises(ApprovalChanged):
+        FenceGuard(agent=shipper, depends_on={ORDER}, recorder=rec).run(
+            "ship", ship, {"city": "Berlin"})
+    assert '"decision"' not in rec.jsonl()
+    t = load_jsonl(p)
+    assert t.planfence is not None and t.planfence.chain_broken is None
+    (a,) = trace_lineages(t.planfence, t.steps)
+    assert not a.outcome_unknown and "stopped on purpose" in str(a.points[-1].entry.error)
+    rec.close()
+    assert p.read_text() == rec.jsonl()
 
 
 def test_a_torn_last_line_is_a_torn_tail_not_an_edit(tmp_path: Path) -> None:

@@ -44,7 +44,10 @@ its own original plan, never another call's.
 Framework objects (a tool's result model, a dataclass, an enum) are written as data
 (:func:`icore.integrations._trace_data.plain_data`), never as their Python repr. The
 PlanFence lines of one call are built by :mod:`icore.integrations._call_lines` (pure); this
-module keeps the run's events, the replan bookkeeping and the outputs.
+module keeps the run's events and the replan bookkeeping,
+:mod:`icore.integrations._recorder_output` the outputs. With ``path=`` every line is also
+appended to the file as it is made (:mod:`icore.integrations._run_journal`: a run killed
+mid-way stays auditable).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from icore.errors import IntegrationError, brief
 from icore.fence import ActionResult, GateDecision
@@ -81,9 +84,6 @@ from icore.integrations._run_journal import Fsync, RunJournal, keep_open
 from icore.integrations._trace_data import jsonable, text_of
 from icore.integrations._write_ahead import settled
 from icore.records import Lookup
-
-if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
-    pass
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 _LINE_FIELDS: ContextVar[Mapping[str, Any] | None] = ContextVar("icore_line_fields",

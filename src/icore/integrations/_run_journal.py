@@ -132,6 +132,7 @@ class RunJournal:
         self.fsync = fsync
         self.path, self._fd = open_new(path)
         self._gone = weakref.finalize(self, os.close, self._fd)  # a recorder never closed
+        self._gone.atexit = False  # at exit: closed by RunRecorder.close (_close_all) or the OS
         self._ident = file_identity(self.path)
         self._chain = ChainWriter(writer)
         self._lock = threading.Lock()
@@ -155,7 +156,8 @@ class RunJournal:
     def made(self, *lines: Mapping[str, Any]) -> None:
         """Queue ``lines`` (events as :meth:`RunRecorder.add` made them, PlanFence lines)."""
         with self._lock:
-            self._pending.extend(lines)
+            if not self.closed:  # after the close: in memory only (write())
+                self._pending.extend(lines)
 
     def drop(self, line: Mapping[str, Any]) -> None:
         """``line`` was removed before it was written: never write it."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from icore.errors import IntegrationError
 from icore.fence import ActionResult, authorizing
 from icore.integrations._failed import Failed, NoEffect, own_exception
-from icore.integrations._write_ahead import write_ahead
+from icore.integrations._write_ahead import retract, write_ahead
 from icore.records import Lookup
 from icore.workspace import WorkspaceError
 
@@ -138,15 +138,23 @@ def body(fn: Callable[..., Any], rec: Any, tool: str,
     if inspect.iscoroutinefunction(caught):
         @functools.wraps(caught)
         async def abody(**args: Any) -> Any:
-            failed = before()
-            return failed if failed is not None else await caught(**args)
+            failed, ahead = before(), authorizing()
+            try:
+                return failed if failed is not None else await caught(**args)
+            except BaseException as exc:  # a pause on purpose: no call of this attempt
+                retract(rec, ahead, exc)
+                raise
 
         return abody
 
     @functools.wraps(caught)
     def sbody(**args: Any) -> Any:
-        failed = before()
-        return failed if failed is not None else caught(**args)
+        failed, ahead = before(), authorizing()
+        try:
+            return failed if failed is not None else caught(**args)
+        except BaseException as exc:  # a pause on purpose: no call of this attempt
+            retract(rec, ahead, exc)
+            raise
 
     return sbody
 

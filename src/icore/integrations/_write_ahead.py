@@ -19,6 +19,7 @@ with :class:`~icore.integrations.NoEffect` (recorded ``ran: false``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -90,4 +91,28 @@ def settled(rec: Any, task: str, lines: list[dict[str, Any]]
     return out, amends
 
 
-__all__ = ["call_task", "settled", "write_ahead"]
+def retract(rec: Any, decisions: Sequence[GateDecision], exc: BaseException) -> None:
+    """The body left by a control-flow exception (a pause, a stop on purpose).
+
+    The fence records no call for such an attempt (LangGraph's ``interrupt()`` in the
+    body: the node runs again on resume, its call with new decisions), so neither does
+    ``write()``: the attempt's decision lines written ahead are taken out. The file
+    cannot take a line back: the decision is appended again, ``may_have_run: false``
+    with the exception named (a run killed before its close reads it as failed after
+    authorization, not as an outcome unknown).
+    """
+    last = decisions[-1] if decisions else None
+    with rec._lock:
+        got = rec._ahead.pop(id(last), None) if last is not None else None
+        if got is None or got[0] is not last:
+            return
+        mine = {id(x) for x in got[2]}
+        rec.planfence[:] = [x for x in rec.planfence if id(x) not in mine]
+    entry = dataclasses.replace(last.entry(task=got[1]), may_have_run=False, error=(
+        f"stopped on purpose ({type(exc).__name__}): not recorded as a call"))
+    if rec.journal is not None:
+        rec.journal.made({"planfence": {"decision": entry.to_dict(digest=True)}})
+        rec.journal.flush()
+
+
+__all__ = ["call_task", "retract", "settled", "write_ahead"]
