@@ -49,7 +49,7 @@ PINNED = {
         "QuorumHeads", "Reads", "Reason", "RecordFetches", "RecordRef", "Replan",
         "ReplanRequest", "Replanner", "TeamContext", "ThreadedOwners", "Validator",
         "action_ran", "action_record", "action_status", "apply_fail_open", "args_digest",
-        "arun_gate", "avalidate", "bind_action", "canonical_args", "installed_heads",
+        "arun_gate", "authorizing", "avalidate", "bind_action", "canonical_args", "installed_heads",
         "judge_action", "make_check", "make_validator", "nonblocking", "protected",
         "replica_service", "run_gate", "strategy", "validate",
     ],

@@ -12,7 +12,8 @@ One verdict: :func:`judge_action` compares an executed action's frontier with th
 owners' heads key by key and :func:`action_status` turns a recorded decision into its
 status; replay, live runs, reports and the CLI all ask them. :class:`DecisionEntry` is
 the typed gate decision logs and recordings carry (:meth:`GateDecision.entry`,
-``DecisionEntry.from_dict``).
+``DecisionEntry.from_dict``). :func:`authorizing` gives the decisions of the protected
+action whose tool body is running (a recorder puts them on disk before the effect).
 
 Names before issue 26 stay as deprecated aliases: ``Validator`` (:class:`GateCheck`),
 ``GateValidator`` (:class:`PlanFenceCheck`), ``AllKeyValidator`` (:class:`AllKeyCheck`),
@@ -23,6 +24,7 @@ Pure layer: reaches owners only through :class:`icore.memory.OwnerAccess` /
 :class:`icore.memory.AsyncOwnerAccess`; time comes from an injected clock.
 """
 
+from icore.fence._authorizing import authorizing
 from icore.fence._binding import (
     ACTION_FIELD,
     action_record,
@@ -166,6 +168,7 @@ __all__ = [
     "apply_fail_open",
     "args_digest",
     "arun_gate",
+    "authorizing",
     "avalidate",
     "bind_action",
     "canonical_args",

@@ -25,6 +25,7 @@ from icore.errors import (
     FenceCallError,
     MalformedRecord,
 )
+from icore.fence._authorizing import running
 from icore.fence._binding import args_digest, binding_of
 from icore.fence._decision import GateDecision, Outcome, Reason
 from icore.fence._gate import GateContext, PointCounter, apply_fail_open
@@ -87,6 +88,7 @@ class _Replan:
 @dataclass(frozen=True, slots=True)
 class _Run:
     args: Mapping[str, Any]
+    decisions: tuple[GateDecision, ...] = ()
 
 
 _Step: TypeAlias = _Check | _Replan | _Run
@@ -407,7 +409,7 @@ class Fence:
         d1 = yield _Check(roots_t, args, False)
         decisions.append(d1)
         if d1.authorized:
-            value = yield _Run(args)
+            value = yield _Run(args, tuple(decisions))
             return ActionResult(Outcome.AUTHORIZED, True, value, tuple(decisions), False,
                                 roots_t, dict(args))
         if d1.outcome is Outcome.REPLAN_REQUIRED and can_replan:
@@ -436,7 +438,7 @@ class Fence:
                 d2 = yield _Check(roots2, args2, True)
             decisions.append(d2)
             if d2.authorized:
-                value = yield _Run(args2)
+                value = yield _Run(args2, tuple(decisions))
                 return ActionResult(Outcome.AUTHORIZED, True, value, tuple(decisions), True,
                                     roots2, dict(args2))
             return self._blocked(decisions, roots2, args2, True, d2.detail, raise_on_block)
@@ -501,7 +503,8 @@ class Fence:
                     _refuse_awaitable(new, tool, "replanner")
                     step = gen.send(new)
                 else:
-                    value = tool._invoke(step.args)
+                    with running(step.decisions):  # authorizing() in the body
+                        value = tool._invoke(step.args)
                     _refuse_awaitable(value, tool, "tool")
                     step = gen.send(value)
             except StopIteration as stop:
@@ -542,9 +545,10 @@ class Fence:
                         continue
                     step = gen.send(new)
                 else:
-                    value = tool._invoke(step.args)
-                    if inspect.isawaitable(value):
-                        value = await value
+                    with running(step.decisions):  # authorizing() in the body
+                        value = tool._invoke(step.args)
+                        if inspect.isawaitable(value):
+                            value = await value
                     step = gen.send(value)
             except StopIteration as stop:
                 result: ActionResult = stop.value

@@ -28,7 +28,7 @@ from icore.integrations._recorder import RunRecorder, active_recorder
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import refused_call, with_given_args
 from icore.integrations._scope_once import ScopeOnce, one_call
-from icore.integrations._tool_failed import catching, check_fits, record_ran, unwrapped
+from icore.integrations._tool_failed import body, check_fits, record_ran, unwrapped
 from icore.integrations._wiring import Replicator
 from icore.integrations._writes import Writes, aclaimed, claimed, static_keys
 from icore.records import Lookup, RecordId
@@ -314,6 +314,11 @@ class FenceGuard:
             rec.fenced_tools.add(name)
         return rec
 
+    def _body(self, name: str, fn: Callable[..., Any], recorder: RunRecorder | None
+              ) -> Callable[..., Any]:
+        """``fn`` caught, its decisions written to the recorder's file first (#25)."""
+        return body(fn, recorder or self._recorder(name), name, self._lookup)
+
     def _finish(self, name: str, res: ActionResult,
                 recorder: RunRecorder | None = None,
                 failed: list[BaseException] | None = None,
@@ -458,7 +463,8 @@ class FenceGuard:
             self._scope_checked(args)
             check_fits(name, fn, args)
             try:
-                call = self.handle.execute(name, catching(fn), args, depends_on=self.depends_on,
+                call = self.handle.execute(name, self._body(name, fn, recorder), args,
+                                           depends_on=self.depends_on,
                                            replan=self.replan,  # type: ignore[arg-type]
                                            turn=turn, normalize=normalize, approve=ask,
                                            check=approve)
@@ -466,7 +472,8 @@ class FenceGuard:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller, args)
         failed: list[BaseException] = []
-        res = _fence_seam.execute(self.fence, catching(fn), name=name, depends_on=self.depends_on,
+        res = _fence_seam.execute(self.fence, self._body(name, fn, recorder), name=name,
+                                  depends_on=self.depends_on,
                             roots=self._check_roots(roots), args=args,
                             replan=_capturing(self.replan, failed),  # type: ignore[arg-type]
                             tools=self._tools)
@@ -496,14 +503,14 @@ class FenceGuard:
             check_fits(name, fn, args)
             try:
                 call = await self.handle.aexecute(
-                    name, catching(fn), args, depends_on=self.depends_on,
+                    name, self._body(name, fn, recorder), args, depends_on=self.depends_on,
                     replan=self.replan,  # type: ignore[arg-type]
                     turn=turn, normalize=normalize, approve=ask, check=approve)
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller, args)
         failed: list[BaseException] = []
-        res = await _fence_seam.aexecute(self.fence, catching(fn), name=name,
+        res = await _fence_seam.aexecute(self.fence, self._body(name, fn, recorder), name=name,
                                    depends_on=self.depends_on,
                                    roots=self._check_roots(roots), args=args,
                                    replan=_capturing(self.replan, failed),  # type: ignore[arg-type]

@@ -44,25 +44,24 @@ its own original plan, never another call's.
 Framework objects (a tool's result model, a dataclass, an enum) are written as data
 (:func:`icore.integrations._trace_data.plain_data`), never as their Python repr. The
 PlanFence lines of one call are built by :mod:`icore.integrations._call_lines` (pure); this
-module keeps the run's events, the replan bookkeeping and the outputs.
+module keeps the run's events and the replan bookkeeping,
+:mod:`icore.integrations._recorder_output` the outputs. With ``path=`` every line is also
+appended to the file as it is made (:mod:`icore.integrations._run_journal`: a run killed
+mid-way stays auditable).
 """
 
 from __future__ import annotations
 
 import bisect
+import os
 import secrets
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from icore._line_chain import chain_lines
-from icore._line_digest import with_digest
-from icore._strict_json import strict_dumps
-from icore._writer_mark import marked_header
 from icore.errors import IntegrationError, brief
 from icore.fence import ActionResult, GateDecision
 from icore.integrations._call_lines import (
@@ -73,6 +72,7 @@ from icore.integrations._call_lines import (
 from icore.integrations._recorder_lines import Scope as _Scope
 from icore.integrations._recorder_lines import Waiting as _Waiting
 from icore.integrations._recorder_lines import add_once, record_gate
+from icore.integrations._recorder_output import RunOutput
 from icore.integrations._recorder_values import (
     FLAGS,
     agents_arg,
@@ -80,12 +80,10 @@ from icore.integrations._recorder_values import (
     outcome,
     text_arg,
 )
-from icore.integrations._run_file import write_run
+from icore.integrations._run_journal import Fsync, RunJournal, keep_open
 from icore.integrations._trace_data import jsonable, text_of
+from icore.integrations._write_ahead import settled
 from icore.records import Lookup
-
-if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
-    from icore.adapters import AuditResult, Trace
 
 _ACTIVE: ContextVar[RunRecorder | None] = ContextVar("icore_active_recorder", default=None)
 _LINE_FIELDS: ContextVar[Mapping[str, Any] | None] = ContextVar("icore_line_fields",
@@ -118,7 +116,7 @@ def active_recorder() -> RunRecorder | None:
     return _ACTIVE.get()
 
 
-class RunRecorder:
+class RunRecorder(RunOutput):
     """Collects one run's events as generic-JSONL lines (thread-safe).
 
     Args:
@@ -132,24 +130,39 @@ class RunRecorder:
         succeeded: the run's outcome as the app judged it (True / False), if known; it
             decides ``answer_check`` when set. Settable after the run
             (``rec.succeeded = booked == expected``) before :meth:`write`.
+        path: the file to write the run to as it goes (None: in memory until
+            :meth:`write`). Created now (an earlier closed run's file there is moved
+            aside to ``<stem>-1<suffix>``; any other file, e.g. a killed run's, is
+            refused); every line is appended the moment it is made, so a process killed
+            mid-run (SIGKILL, OOM, a native crash) leaves the run up to there for
+            ``icore audit`` (not ended); :meth:`close` (the ``with`` block's end, or the
+            interpreter's exit) writes the end and leaves the file byte for byte what
+            :meth:`write` gives (:mod:`icore.integrations._run_journal`).
+        fsync: with ``path``: ``"decisions"`` (default: a protected call's decision
+            lines are ``fsync``-ed before its tool body runs), ``"lines"`` (every
+            line), ``"off"`` (handed to the OS only: survives the process, not a power
+            loss).
 
     Raises:
         IntegrationError: a ``run_id`` that is not a non-empty string, a ``question``,
             ``orchestrator`` or ``ground_truth`` that is not a string, ``agents`` that is
             not a mapping of strings, or ``succeeded`` (here or set later) that is not a
-            bool or None (``"no"`` would be recorded as a success); ``argument`` names it.
+            bool or None (``"no"`` would be recorded as a success); ``argument`` names it;
+            ``path`` as :meth:`write` refuses it, or holding a file icore did not
+            write; ``fsync`` not one of the modes.
 
     Example::
 
-        rec = RunRecorder("trip-17")
-        ... run the app with the integration's hook given ``rec`` ...
-        rec.write("trip-17.jsonl")       # icore audit trip-17.jsonl
-        rec.audit().summary()
+        with RunRecorder("trip-17", path="trip-17.jsonl") as rec:  # on disk as it goes
+            ... run the app with the integration's hook given ``rec`` ...
+        rec.audit().summary()            # icore audit trip-17.jsonl
     """
 
     def __init__(self, run_id: str = "run", *, question: str = "",
                  agents: Mapping[str, str] | None = None, orchestrator: str | None = None,
-                 ground_truth: str | None = None, succeeded: bool | None = None) -> None:
+                 ground_truth: str | None = None, succeeded: bool | None = None,
+                 path: str | os.PathLike[str] | None = None, fsync: Fsync = "decisions"
+                 ) -> None:
         if not isinstance(run_id, str) or not run_id.strip():
             raise IntegrationError(f"run_id must be a non-empty string, not {brief(run_id)}"[:120],
                                    argument="run_id")
@@ -193,6 +206,12 @@ class RunRecorder:
         """This recorder's writer id in the lines' ``chain`` (16 hex digits, random: each
         writer of a file keeps its own chain; :mod:`icore._line_chain`)."""
         self._lock = threading.Lock()
+        self._ahead: dict[Any, Any] = {}  # a call's lines written before its body ran
+        self.journal = None if path is None else RunJournal(path, self.writer, self.header(),
+                                                            fsync=fsync)
+        """The file the run is written to as it goes (``path=``), or None."""
+        if self.journal is not None:
+            keep_open(self)
 
     @property
     def succeeded(self) -> bool | None:
@@ -261,6 +280,9 @@ class RunRecorder:
             i = bisect.bisect_right(self._at, when)
             self._at.insert(i, when)
             self.events.insert(i, line)
+            if self.journal is not None:
+                self.journal.made(line)
+        self._flush()
         return line
 
     def task(self, content: Any, *, agent: str = "user", at: float | None = None,
@@ -385,10 +407,14 @@ class RunRecorder:
         """Append PlanFence lines (plan, decision, gate) as one step, under the lock."""
         with self._lock:
             self.planfence.extend(lines)
+            if self.journal is not None:
+                self.journal.made(*lines)
+        self._flush()
 
     def lineage(self, tool: str, decisions: Sequence[GateDecision], *,
                 lookup: Lookup | None = None, refused: str | None = None,
-                failed: str | None = None, may_have_run: bool | None = None) -> str:
+                failed: str | None = None, may_have_run: bool | None = None,
+                task: str | None = None) -> str:
         """Write one protected call's PlanFence lines; return its ``task`` name.
 
         The records first (each record once per run: roots and their ancestors as far as
@@ -397,13 +423,18 @@ class RunRecorder:
         refusal line when ``refused``; :func:`icore.integrations._call_lines.lineage_lines`;
         ``failed``: the error of an authorized tool that then failed, on its last decision,
         with ``may_have_run``: whether that failure leaves the call's effect open; every
-        decision line carries its digest, #29).
+        decision line carries its digest, #29; ``task``: its name when already given,
+        :func:`~icore.integrations._write_ahead.call_task`).
         """
-        task = self.next_task(tool)
+        task = task or self.next_task(tool)
         recs = lineage_records(decisions, lookup)
         with self._lock:
-            self.planfence.extend(lineage_lines(recs, decisions, task, refused,
-                                                self._records, failed, may_have_run))
+            lines, amends = settled(self, task, lineage_lines(
+                recs, decisions, task, refused, self._records, failed, may_have_run))
+            self.planfence.extend(lines)
+            if self.journal is not None:
+                self.journal.made(*lines, *amends)
+        self._flush()
         return task
 
     def finish(self, agent: str, answer: Any, *, at: float | None = None,
@@ -432,6 +463,8 @@ class RunRecorder:
             i = next((i for i, ev in enumerate(self.events) if ev is line), None)
             if i is not None:
                 del self.events[i], self._at[i]
+                if self.journal is not None:
+                    self.journal.drop(line)
         return i is not None
 
     def reopen(self, line: Mapping[str, Any]) -> None:
@@ -449,69 +482,6 @@ class RunRecorder:
                     ev.pop("final_answer", None)
                     ev["content"] = f"paused (the run was resumed later): {ev['content']}"
                     return
-
-    # ------------------------------------------------------------------ outputs
-    def header(self) -> dict[str, Any]:
-        """The ``{"run": {...}}`` header line, with the writer marker (#29)."""
-        with self._lock:
-            agents = dict(self.agents)
-        given = {"question": self.question or None, "orchestrator": self.orchestrator or None,
-                 "ground_truth": self.ground_truth, "succeeded": self.succeeded}
-        return marked_header({"id": self.run_id, "agents": agents, **{
-            k: v for k, v in given.items() if v is not None}}, self.writer)
-
-    def jsonl(self, *, after: Sequence[Mapping[str, Any]] = ()) -> str:
-        """The run in the generic JSONL format.
-
-        The header first, then the PlanFence lines, then one event per line, then
-        ``after`` (the MCP gateway's PlanFence lines). Every digested line carries its
-        link in this recorder's chain (:attr:`writer`), every end line the chain's seal
-        (:func:`icore._line_chain.chain_lines`, #29).
-        """
-        with self._lock:
-            before = list(self._before)
-        for refresh in before:
-            refresh()
-        with self._lock:
-            events = list(self.events)
-            planfence = list(self.planfence)
-        lines = chain_lines(self.writer, [self.header(), *planfence,
-                                          *map(with_digest, events), *after])
-        return "".join(strict_dumps(x, sort_keys=True) + "\n" for x in lines)
-
-    def write(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        r"""Write :meth:`jsonl` to ``path`` (``icore audit PATH`` reads it); return the path.
-
-        Nothing is overwritten unless ``overwrite=True``: a trace icore wrote there before
-        (the folder's ``.icore-files`` ledger: a rerun, a concurrent run) is moved aside
-        to the first free ``<stem>-1<suffix>``, ``-2`` ... (as the MCP gateway keeps an
-        earlier run's trace); a user's file (a source file, another trace) is refused,
-        never lost to a mistyped path. The written file is listed in the ledger. Missing
-        parent folders are created (as ``icore audit --json`` does).
-
-        Raises:
-            IntegrationError: ``path`` is empty or not a path, holds a surrogate (a name
-                of bytes that are not UTF-8, ``'run\udc80.jsonl'``: refused as the MCP
-                gateway's ``trace`` is, before anything is written), names a folder, a
-                device or a FIFO, holds a file icore did not write (or one changed
-                since; without ``overwrite``), or cannot be written (the message names the path and
-                the reason; ``fix`` says what to do).
-        """
-        return write_run(path, self.jsonl, overwrite=overwrite)
-
-    def trace(self) -> Trace:
-        """Parse the recorded lines with the JSONL importer (what ``icore audit`` sees).
-
-        Raises:
-            AdapterError: nothing was recorded.
-        """
-        from icore.adapters import parse_jsonl
-        return parse_jsonl(self.jsonl(), file=f"<{self.run_id}>", run_id=self.run_id)
-
-    def audit(self) -> AuditResult:
-        """Audit the recorded run (iCORE-Audit over X built from :meth:`trace`)."""
-        from icore.adapters import audit_trace
-        return audit_trace(self.trace())
 
     def kinds(self) -> list[str]:
         """The ``kind`` of every event so far, in order (handy in tests and examples)."""

@@ -24,17 +24,20 @@ def check_recorder(recorder: Any, *, where: str, optional: bool = False) -> None
 
     Raises:
         IntegrationError: ``recorder`` is not a RunRecorder (a path: the message says the
-            trace file is written after the run with ``rec.write(path)``).
+            recorder writes the file: ``RunRecorder(path=...)`` as the run goes, or
+            ``rec.write(path)`` after it).
     """
     if isinstance(recorder, RunRecorder) or (optional and recorder is None):
         return
     is_path = isinstance(recorder, str | os.PathLike)
     path = str(recorder)[:80] if is_path else "run.jsonl"
     raise IntegrationError(
-        f"{where} must be a RunRecorder" + (", not a path: the trace file is written after "
-                                          "the run with rec.write(path)" if is_path else ""),
+        f"{where} must be a RunRecorder" + (", not a path: the recorder writes the file "
+                                          "(RunRecorder(path=...) as the run goes, or "
+                                          "rec.write(path) after it)" if is_path else ""),
         got=type(recorder).__name__,
-        fix=f"rec = RunRecorder('run-1'); pass rec; after the run: rec.write({path!r})")
+        fix=f"rec = RunRecorder('run-1'); pass rec; after the run: rec.write({path!r}) "
+            f"(or RunRecorder('run-1', path={path!r}): written as the run goes)")
 
 
 __all__ = ["check_recorder"]

@@ -15,6 +15,7 @@ from icore.fence import ActionResult, Reason
 from icore.integrations._call_lines import after_gate, refusal_fields
 from icore.integrations._failed import Failed
 from icore.integrations._trace_data import text_of
+from icore.integrations._write_ahead import call_task
 from icore.records import Lookup, RecordId
 
 Scope = tuple[str, str, tuple[str, ...]]
@@ -80,6 +81,7 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
     """:meth:`RunRecorder.gate <icore.integrations.RunRecorder.gate>` (its docstring)."""
     who = agent or rec.caller(tool, call_id) or "executor"
     first = result.decisions[0] if result.decisions else None
+    task = call_task(rec, tool, result.decisions)  # taken before its body ran, if it was
     # one logical call: this owner, tool, facts (parallel calls on other facts differ)
     scope = (owner or who, tool, tuple(first.deps) if first is not None else ())
     frontier = dict(first.frontier) if first is not None else {}
@@ -105,7 +107,7 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
                           f"{tool}", gate={"outcome": d.outcome.value,
                                            "reason": d.reason.value, "tool": tool,
                                            "replanned": d.replanned or handed_over,
-                                           "point": d.point})
+                                           "point": d.point}, task=task)
                   for d in result.decisions]
     if handed_over and result.executed:
         with rec._lock:  # its tool output says so too
@@ -127,13 +129,9 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
                  dict(result.final.heads), gate_lines[0] if gate_lines else None))
     failure = result.value if result.executed and isinstance(
         result.value, Failed) and result.value.ran else None
-    task = rec.lineage(tool, result.decisions, lookup=lookup,
-                       refused=after_gate(result, refused),
-                       failed=None if failure is None else failure.error,
-                       may_have_run=None if failure is None else failure.may_have_run)
-    with rec._lock:  # the gate lines name the action: the audit shows who made which call
-        for line in gate_lines:
-            line["task"] = task
+    rec.lineage(tool, result.decisions, lookup=lookup, refused=after_gate(result, refused),
+                failed=None if failure is None else failure.error,
+                may_have_run=None if failure is None else failure.may_have_run, task=task)
     if not result.executed:  # its output names its task: the audit matches by it
         why = refused or result.final.reason.value
         rec.tool_call(who, tool, result.args, f"BLOCKED: {why}: {result.detail}",

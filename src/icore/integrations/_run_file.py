@@ -29,12 +29,12 @@ from icore._flock import close_lock, open_lock
 from icore.errors import IntegrationError
 
 
-def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
-              overwrite: bool = False) -> Path:
-    """Write ``jsonl()`` to ``path``; return the path (see ``RunRecorder.write``).
+def checked_path(path: object) -> Path:
+    """``path`` as a :class:`Path` a run may be written to (nothing is written here).
 
     Raises:
-        IntegrationError: as :meth:`icore.integrations.RunRecorder.write`.
+        IntegrationError: as :meth:`icore.integrations.RunRecorder.write` (not a path,
+            empty or blank, a surrogate or NUL, a folder, FIFO or device there).
     """
     if not isinstance(path, str | os.PathLike):
         raise IntegrationError(f"path must be a str or os.PathLike, not "
@@ -56,6 +56,17 @@ def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
                 else "a device or special file")
         raise IntegrationError(f"cannot write the run to {p}: it is {kind}, not a "
                                "regular file", path=str(p))
+    return p
+
+
+def write_run(path: str | os.PathLike[str], jsonl: Callable[[], str], *,
+              overwrite: bool = False) -> Path:
+    """Write ``jsonl()`` to ``path``; return the path (see ``RunRecorder.write``).
+
+    Raises:
+        IntegrationError: as :meth:`icore.integrations.RunRecorder.write`.
+    """
+    p = checked_path(path)
     data = jsonl().encode("utf-8")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)  # as `icore audit --json` (QA qa-new10b)

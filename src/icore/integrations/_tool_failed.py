@@ -10,6 +10,8 @@ framework that turns the exception into an error text for the model (the Agents 
 :class:`Failed` value: the gate's decisions are recorded with the call as a failure
 (``exitcode: 1``, ``failed: true``, the error), then :meth:`Failed.reraise` raises the
 original exception (a handled failure gives the framework's text back instead).
+:func:`body` also writes the call's decisions to the recorder's file before the body
+runs (:mod:`icore.integrations._write_ahead`, #25).
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from icore.fence import ActionResult
-from icore.integrations._failed import Failed, own_exception
+from icore.errors import IntegrationError
+from icore.fence import ActionResult, authorizing
+from icore.integrations._failed import Failed, NoEffect, own_exception
+from icore.integrations._write_ahead import retract, write_ahead
+from icore.records import Lookup
 from icore.workspace import WorkspaceError
 
 if TYPE_CHECKING:
@@ -108,6 +113,50 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
         return inspect.signature(fn)
     except ValueError:  # no signature to check against
         return None
+
+
+def body(fn: Callable[..., Any], rec: Any, tool: str,
+         lookup: Callable[[], Lookup | None]) -> Callable[..., Any]:
+    """``fn`` caught (:func:`~icore.integrations._tool_failed.catching`), lines first.
+
+    When ``rec`` has a file, the call's lines are written before the body runs
+    (:func:`~icore.integrations._write_ahead.write_ahead`); sync or ``async def`` kept.
+    """
+    caught = catching(fn)
+    if rec is None or rec.journal is None:
+        return caught
+
+    def before() -> Failed | None:
+        try:
+            write_ahead(rec, tool, authorizing(), lookup())
+        except IntegrationError as exc:
+            why = (f"not run: the decision authorizing it could not be written to the "
+                   f"run's trace ({exc})")
+            return Failed(None, why, NoEffect(why), ran=False)
+        return None
+
+    if inspect.iscoroutinefunction(caught):
+        @functools.wraps(caught)
+        async def abody(**args: Any) -> Any:
+            failed, ahead = before(), authorizing()
+            try:
+                return failed if failed is not None else await caught(**args)
+            except BaseException as exc:  # a pause on purpose: no call of this attempt
+                retract(rec, ahead, exc)
+                raise
+
+        return abody
+
+    @functools.wraps(caught)
+    def sbody(**args: Any) -> Any:
+        failed, ahead = before(), authorizing()
+        try:
+            return failed if failed is not None else caught(**args)
+        except BaseException as exc:  # a pause on purpose: no call of this attempt
+            retract(rec, ahead, exc)
+            raise
+
+    return sbody
 
 
 def check_fits(action: str, fn: Any, args: Any) -> None:
