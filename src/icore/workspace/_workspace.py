@@ -213,10 +213,8 @@ class Workspace(KeyChecks):
         folder = Path(directory)
         refuse_a_file(folder)
         record = FolderOwnership(folder, probe.ownership)  # before any owner file (#28)
-        stores: dict[str, Store] = {
-            o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)
-            for o in sorted(probe.ownership.owners())}
-        ws = cls(probe.ownership, stores=stores, closing=stores.values())
+        stores = _sqlite_stores(folder, probe.ownership, record)
+        ws = cls(probe.ownership, stores=stores, closing=[record, *stores.values()])
         ws.folder_record = record
         return ws
 
@@ -494,6 +492,25 @@ class Workspace(KeyChecks):
                                          "none after the first ws.agent(name, scope=f)")
                 got.scope_source = scope
             return got
+
+
+def _sqlite_stores(folder: Path, om: OwnershipMap, record: FolderOwnership
+                   ) -> dict[str, Store]:
+    """A store ``<folder>/<owner>.db`` per owner of ``om``.
+
+    On a failure the ones opened and the folder's lock (``record``) are closed before
+    the error goes on.
+    """
+    stores: dict[str, Store] = {}
+    try:
+        for o in sorted(om.owners()):
+            stores[o] = SQLiteStore(folder / f"{o}.db", om, o)
+    except BaseException:
+        for st in stores.values():
+            st.close()
+        record.close()
+        raise
+    return stores
 
 
 def _check_inputs(key: str, inputs: Any, type: Any) -> None:
