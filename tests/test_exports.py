@@ -38,7 +38,9 @@ PINNED = {
         "check_commit_rules",
     ],
     "icore.fence": [
-        "ACTION_FIELD", "INFRASTRUCTURE_REASONS", "MAX_ARG_NESTING", "REPLICA_PREFIX",
+        "ACTION_FIELD", "INFRASTRUCTURE_REASONS", "INVALID_ARGUMENTS", "NOT_FINITE",
+        "REASON_ALIASES", "REFUSAL_REASONS", "canonical_reason", "MAX_ARG_NESTING",
+        "REPLICA_PREFIX",
         "STRATEGIES", "ActionResult", "ActionVerdict", "AllKeyCheck", "AllKeyHeads",
         "AllKeyValidator", "AnnouncedHeads", "AsyncReplanner", "CentralHeads",
         "DecisionEntry", "DecisionFormatError", "DecisionLog", "Fence", "GateCheck",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 from icore._frozen import positional
 from icore.errors import (
@@ -63,6 +64,10 @@ class OwnerHandler:
         agent: the agent id (the identity in its certificate).
         inline_cap_bytes: upper bound on inlined record size in head replies.
     """
+
+    answers_foreign_keys: ClassVar[bool] = False
+    """Answer a head query for another owner's key (with nothing) instead of refusing
+    it: a replica view that adds its installed heads of such keys (quorum policies)."""
 
     def __init__(self, store: Store, *, agent: str,
                  inline_cap_bytes: int = DEFAULT_INLINE_CAP_BYTES) -> None:
@@ -174,14 +179,14 @@ class OwnerHandler:
         A client whose ownership map routes a key here while the service's map (its
         manifest) names another owner would otherwise read "never written" for a fact
         that lives elsewhere. A store serving every owner (``agent`` None, a central
-        store) answers every key.
+        store) answers every key, as does a handler with :attr:`answers_foreign_keys`.
 
         Raises:
             OwnershipError: fields ``key``, ``owner`` (the service's owner of it, ``""``
                 when its map declares none), ``pattern`` (the entry that routes it).
         """
         store = self.store
-        if store.agent is None:
+        if store.agent is None or self.answers_foreign_keys:
             return
         om = store.ownership
         for k in keys:

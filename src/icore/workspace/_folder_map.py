@@ -280,7 +280,9 @@ class FolderOwnership:
         unknown, but the facts each ``<owner>.db`` holds a head of say who wrote them.
         """
         for path in sorted(self.folder.glob("*.db")):
-            try:
+            try:  # an empty file holds no head (its store's open judges its -wal)
+                if path.stat().st_size == 0:
+                    continue
                 ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                                      timeout=10.0)
             except (sqlite3.Error, ValueError, OSError):
