@@ -38,7 +38,9 @@ PINNED = {
         "check_commit_rules",
     ],
     "icore.fence": [
-        "ACTION_FIELD", "INFRASTRUCTURE_REASONS", "MAX_ARG_NESTING", "REPLICA_PREFIX",
+        "ACTION_FIELD", "INFRASTRUCTURE_REASONS", "INVALID_ARGUMENTS", "NOT_FINITE",
+        "REASON_ALIASES", "REFUSAL_REASONS", "canonical_reason", "MAX_ARG_NESTING",
+        "REPLICA_PREFIX",
         "STRATEGIES", "ActionResult", "ActionVerdict", "AllKeyCheck", "AllKeyHeads",
         "AllKeyValidator", "AnnouncedHeads", "AsyncReplanner", "CentralHeads",
         "DecisionEntry", "DecisionFormatError", "DecisionLog", "Fence", "GateCheck",
@@ -108,7 +110,8 @@ PINNED = {
         "FactNotWritten", "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner",
         "Verdict", "Workspace", "WorkspaceError", "arg_fault", "bad_args_hint", "key_args",
         "read_answer",
-        "running_call", "check_first", "unknown_outcome_text", "unwritten_hint",
+        "running_call", "check_first", "unknown_outcome_text", "unwritten_hint", "Reassignment",
+        "ownership_record", "reassign_owner",
     ],
     "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [

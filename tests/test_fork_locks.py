@@ -185,3 +185,29 @@ def test_closing_in_the_parent_keeps_the_lock_until_released(tmp_path: Path) -> 
     with folder_turn(folder), _forked_child():
         assert not _free(folder, directory=True)
     assert _free(folder, directory=True)
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_a_forked_child_does_not_keep_a_memory_store_lock(tmp_path: Path,
+                                                          exclusive: bool) -> None:
+    """The SQLite store's ``<file>.lock`` (exclusive for an owner service, shared for a
+    workspace) is opened through ``icore._flock``: a child forked while the store is
+    open does not keep it. Before, the parent closed its store and the owner service
+    could not open the file again ("in use by another process") while the child lived."""
+    from icore.memory import OwnershipMap, SQLiteStore
+    from icore.records import Record
+
+    om = OwnershipMap.from_mapping({"req/*": "alice"})
+    path = tmp_path / "alice.sqlite"
+    store = SQLiteStore(path, om, "alice", exclusive=exclusive)
+    store.commit(Record.create(key="req/a", owner="alice", seq=1, content=1),
+                 writer="alice")
+    with _forked_child():
+        store.close()
+        assert _free(path.with_name(path.name + ".lock"))
+        again = SQLiteStore(path, om, "alice", exclusive=True)  # the service restarts
+        try:
+            head = again.head("req/a")
+            assert head is not None and head.seq == 1
+        finally:
+            again.close()

@@ -172,3 +172,23 @@ def test_validations_are_numbered_per_run(tmp_path: Path) -> None:
     assert _audit(str(p), "--json", str(js)).exit_code == 0
     (lv,) = json.loads(js.read_text(encoding="utf-8"))["runs"][0]["lineage"]
     assert "at validation #1;" in lv["reason"] and "#8" not in lv["reason"]
+
+
+def test_the_old_reason_name_audits_as_invalid_arguments(tmp_path: Path) -> None:
+    """Traces written before the one vocabulary name schema-refused calls ``args_invalid``
+    (LangGraph, the Agents SDK): read as ``invalid_arguments``, the same audit (the
+    exit code, the steps, the ``--json`` summary) as the trace with the new name."""
+    old = {**_SCHEMA_NO, "reason": "args_invalid"}
+    got = {}
+    for name, line in (("new", _SCHEMA_NO), ("old", old)):
+        p = _flow(tmp_path, [line, line, line], name)
+        js = tmp_path / f"{name}.json"
+        res = _audit(str(p), "--fail-on", "unknown", "--json", str(js))
+        outs = [s.invalid_args for s in load_jsonl(p).steps
+                if s.kind == StepKind.TOOL_OUTPUT]
+        run = json.loads(js.read_text(encoding="utf-8"))["runs"][0]
+        run["summary"].pop("run")
+        got[name] = (res.exit_code, outs, run["summary"],
+                     json.dumps(run["flags"], sort_keys=True).replace(name, "NAME"))
+    assert got["old"][0] == 3 and got["old"][1] == [True] * 3
+    assert got["old"] == got["new"]

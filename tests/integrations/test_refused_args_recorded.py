@@ -2,9 +2,9 @@
 
 Argument validation runs before the gate; the refused call vanished from the recording
 (no tool output line, no protected action) while a plain tool's same error was recorded.
-Now it is a refused call with its reason (``args_invalid``), in LangGraph (LangChain's
-own schema check) and in the Agents SDK (the fenced tool's check). Real frameworks,
-scripted models.
+Now it is a refused call with its reason (``invalid_arguments``; ``args_invalid`` before
+#29), in LangGraph (LangChain's own schema check) and in the Agents SDK (the fenced
+tool's check). Real frameworks, scripted models.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
+from icore.fence import INVALID_ARGUMENTS as ARGS_INVALID
 from icore.integrations import RunRecorder
-from icore.integrations._refusals import ARGS_INVALID
 from icore.integrations.langgraph import RecordingHandler, fenced_tool
 from icore.workspace import Workspace
 

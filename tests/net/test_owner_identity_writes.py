@@ -109,13 +109,58 @@ def test_owner_identity_writes_at_icore_serve(served: tuple[Path, dict[str, tupl
 def test_owner_rules_apply_at_the_service_when_maps_disagree(
         served: tuple[Path, dict[str, tuple[str, int]]]) -> None:
     """A client whose own map gives ``campaign/*`` to opsa commits with opsa's identity
-    to opsa's service: the service's map (the manifest) refuses the write."""
+    to opsa's service: the service's map (the manifest) refuses the write, and the
+    refusal names both owners (a typed WorkspaceError, no longer a bare RemoteError)."""
     certs, addrs = served
     with Workspace.over_tcp({"campaign/*": "opsa"}, identity="opsa", certs_dir=certs,
                             addresses=addrs) as rogue:
-        with pytest.raises(RemoteError) as ei:
+        with pytest.raises(WorkspaceError, match="name different owners") as ei:
             rogue.put("campaign/spring", {"launch": "2030-01-01"})
-        assert ei.value.fields["remote_code"] == "ownership"
+        assert not isinstance(ei.value, RemoteError)
+        f = ei.value.fields
+        assert (f["key"], f["pattern"], f["owner"]) == ("campaign/spring", "campaign/*",
+                                                        "opsa")
+        assert (f["service"], f["service_owner"], f["service_pattern"]) == (
+            "opsa", "marketing", "campaign/*")
+        # the commit itself (no head read first) is named the same way
+        assert rogue.remote_writes is not None
+        with pytest.raises(WorkspaceError, match="name different owners") as ei:
+            rogue.remote_writes.commit_value("campaign/spring", {"x": 1}, expected=None,
+                                             inputs=[], type="fact")
+        assert ei.value.fields["service_owner"] == "marketing"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_reads_of_mis_owned_keys_are_refused_not_empty(
+        served: tuple[Path, dict[str, tuple[str, int]]]) -> None:
+    """#28 gap: a reader whose map routes ``campaign/*`` to opsa (the manifest: to
+    marketing) used to read "never written" for a written fact. Every read path (value,
+    head, an agent's read) now refuses it naming the pattern and both owners;
+    a key the service's map declares no owner for is named as such; keys both maps
+    agree on still read."""
+    certs, addrs = served
+    with _ws(certs, addrs, "marketing") as mkt:
+        mkt.put("campaign/spring", {"launch": "2026-12-24"})
+    with _ws(certs, addrs, "opsa") as ops:
+        ops.put("slot/xmas", {"free": True})
+    wrong = {"campaign/*": "opsa", "slot/*": "opsa", "promo/*": "marketing"}
+    with Workspace.over_tcp(wrong, identity="opsa", certs_dir=certs,
+                            addresses=addrs) as ws:
+        assert ws.value("slot/xmas") == {"free": True}  # agreed: reads as before
+        for read in (ws.value, ws.head, ws.agent("planner").read):
+            with pytest.raises(WorkspaceError, match="name different owners") as ei:
+                read("campaign/spring")
+            f = ei.value.fields
+            assert (f["pattern"], f["owner"], f["service"]) == ("campaign/*", "opsa",
+                                                                "opsa")
+            assert (f["service_owner"], f["service_pattern"]) == ("marketing",
+                                                                  "campaign/*")
+            assert "TeamManifest.ownership_map()" in f["fix"]
+        with pytest.raises(WorkspaceError, match="name different owners") as ei:
+            ws.value("promo/x", default=None)  # the manifest declares no promo/*
+        assert ei.value.fields["owner"] == "marketing"
+        assert ei.value.fields["service_owner"] is None
 
 
 @pytest.mark.slow

@@ -100,6 +100,7 @@ from icore.adapters._trace import (
 from icore.adapters._trace_values import MAX_STEP, AgentNames, as_bool, as_name, as_step, as_str
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
+from icore.fence import INVALID_ARGUMENTS, canonical_reason
 
 JSONL = "jsonl"
 
@@ -481,7 +482,7 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
     task = obj.get("task") if kind == StepKind.TOOL_OUTPUT else None
     # a call the framework's schema refused, no decision (a refusal's line is blocked)
     invalid = kind == StepKind.TOOL_OUTPUT and ran is None and \
-        obj.get("reason") == "invalid_arguments"
+        canonical_reason(obj.get("reason")) == INVALID_ARGUMENTS
     return Step(
         index=step, agent=who, kind=kind, content=content,
         role=roles.setdefault(agent, agent), to=to,

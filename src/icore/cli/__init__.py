@@ -62,6 +62,7 @@ _MODULES: tuple[tuple[str, bool], ...] = (
     ("_demo", True),
     ("_certs", False),
     ("_serve", False),
+    ("_ownership_cli", False),
     ("_bench_core", True),
     ("_bench_net", True),
     ("_bench_peers", True),

@@ -91,6 +91,13 @@ from icore.fence._policies import (
     make_check,
     strategy,
 )
+from icore.fence._reason_table import (
+    INVALID_ARGUMENTS,
+    NOT_FINITE,
+    REASON_ALIASES,
+    REFUSAL_REASONS,
+    canonical_reason,
+)
 from icore.fence._tool import MAX_ARG_NESTING, ProtectedTool, RecordRef, protected
 from icore.fence._verdict import (
     ActionVerdict,
@@ -115,7 +122,11 @@ make_validator = make_check
 __all__ = [
     "ACTION_FIELD",
     "INFRASTRUCTURE_REASONS",
+    "INVALID_ARGUMENTS",
     "MAX_ARG_NESTING",
+    "NOT_FINITE",
+    "REASON_ALIASES",
+    "REFUSAL_REASONS",
     "REPLICA_PREFIX",
     "STRATEGIES",
     "ActionResult",
@@ -172,6 +183,7 @@ __all__ = [
     "avalidate",
     "bind_action",
     "canonical_args",
+    "canonical_reason",
     "installed_heads",
     "judge_action",
     "make_check",

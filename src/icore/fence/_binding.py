@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from icore.errors import MalformedRecord
+from icore.fence._reason_table import NOT_FINITE
 from icore.fence._tool import RecordRef
 from icore.records import JSONValue, Record, canonical_json
 
@@ -49,7 +50,8 @@ def _canon(value: Any, path: str) -> JSONValue:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise MalformedRecord(f"argument {path[5:]!r} is {value!r}, which has no JSON "
-                                  "form", field=path, argument=path[5:])
+                                  "form", field=path, argument=path[5:],
+                                  problem=NOT_FINITE)
         return value
     raise _not_json(value, path)
 

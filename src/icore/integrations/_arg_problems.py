@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from icore.fence import NOT_FINITE as FENCE_NOT_FINITE
+
 if TYPE_CHECKING:
     from icore.integrations._recorder import RunRecorder
+    from icore.workspace import Call
 
 MAX_PROBLEMS = 8
 """At most this many argument problems are named (the rest are counted)."""
@@ -51,8 +54,9 @@ def non_finite(value: Any, where: str = "") -> list[str]:
     return out
 
 
-NOT_FINITE = "not a finite number"
-"""The problem named for a NaN or infinite argument (:func:`non_finite`)."""
+NOT_FINITE = FENCE_NOT_FINITE
+"""The problem named for a NaN or infinite argument (:func:`non_finite`), as every path
+names it (:data:`icore.fence.NOT_FINITE`)."""
 
 
 def schema_problems(schema: type[BaseModel], args: Mapping[str, Any]) -> list[str]:
@@ -109,15 +113,16 @@ def refused_args(rec: RunRecorder, agent: str, tool: str, args: Any, said: str) 
     """A fenced call whose arguments were refused before its gate, into ``rec``.
 
     Written as :func:`~icore.integrations._refusals.refused_call` writes any refusal
-    before the gate (reason :data:`~icore.integrations._refusals.ARGS_INVALID`), so the
+    before the gate (reason :data:`~icore.fence.INVALID_ARGUMENTS`), so the
     call is in the trace as a plain tool's same error is (QA qa-fw7 S3). ``args`` that
     are not a JSON object are kept under ``input``; arguments holding a NaN or an
     infinity as their JSON text under ``raw`` (strict JSON has no such number). Returns
     ``said``.
     """
-    from icore.integrations._refusals import ARGS_INVALID, refused_call
+    from icore.fence import INVALID_ARGUMENTS
+    from icore.integrations._refusals import refused_call
 
-    refused_call(rec, agent, tool, as_given(args), said, reason=ARGS_INVALID)
+    refused_call(rec, agent, tool, as_given(args), said, reason=INVALID_ARGUMENTS)
     return said
 
 
@@ -136,3 +141,21 @@ def as_given(args: Any) -> dict[str, Any]:
         return {"raw": json.dumps(args, default=str)[:2000]}
     return bounded_args(args)
 
+
+
+def not_finite_call(tool: str, args: Any) -> Call | None:
+    """A fence-mode call whose arguments hold a NaN or an infinity, refused, else None.
+
+    The same refusal as agent mode and every framework's schema check (#29): reason
+    :data:`~icore.fence.INVALID_ARGUMENTS`, the detail naming each such argument
+    (``"amount: not a finite number"``), the arguments as given (:func:`as_given`). It
+    used to reach the gate and be blocked ``args_mismatch`` with the record's field path.
+    """
+    from icore.fence import INVALID_ARGUMENTS
+    from icore.workspace import Call
+
+    bad = non_finite(args) if isinstance(args, Mapping) else []
+    if not bad:
+        return None
+    return Call(tool, False, reason=INVALID_ARGUMENTS, args=as_given(args),
+                detail="; ".join(f"{at}: {NOT_FINITE}" for at in bad))

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from icore.errors import ActionBlocked, IntegrationError
 from icore.fence import ActionResult, AsyncReplanner, Fence, Reason, Replanner
 from icore.integrations import _fence_seam
+from icore.integrations._arg_problems import not_finite_call
 from icore.integrations._recorder import RunRecorder, active_recorder
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import refused_call, with_given_args
@@ -471,6 +472,8 @@ class FenceGuard:
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller, args)
+        if (unfit := not_finite_call(name, args)) is not None:  # as in agent mode (#29)
+            return self._finish_call(name, unfit, recorder, call_id, caller)
         failed: list[BaseException] = []
         res = _fence_seam.execute(self.fence, self._body(name, fn, recorder), name=name,
                                   depends_on=self.depends_on,
@@ -509,6 +512,8 @@ class FenceGuard:
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller, args)
+        if (unfit := not_finite_call(name, args)) is not None:
+            return self._finish_call(name, unfit, recorder, call_id, caller)
         failed: list[BaseException] = []
         res = await _fence_seam.aexecute(self.fence, self._body(name, fn, recorder), name=name,
                                    depends_on=self.depends_on,

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from icore.fence import DecisionEntry, Outcome, Reason
+from icore.fence import INVALID_ARGUMENTS, DecisionEntry, Outcome, Reason
 from icore.integrations._recorder_lines import plan_before, take_replan_of
 from icore.integrations._trace_data import bounded_args, text_of
 
@@ -43,9 +43,11 @@ GATEWAY_POLICY = "icore mcp gateway"
 decision, or its gate's refusal seen from the agent's side)."""
 BEFORE_GATE_POLICY = "before the gate"
 """The ``policy`` of a fenced call refused in process before its gate decided."""
-ARGS_INVALID = "args_invalid"
+ARGS_INVALID = INVALID_ARGUMENTS
 """The reason of a fenced call refused before its gate because its arguments do not fit
-the tool's schema (nothing ran, nothing was validated; QA qa-fw7 S3)."""
+the tool's schema (nothing ran, nothing was validated; QA qa-fw7 S3): the one name,
+:data:`icore.fence.INVALID_ARGUMENTS` (it was ``args_invalid`` here, which traces
+written before still hold; ``icore audit`` reads it as the same reason)."""
 REFUSAL_PREFIX = "PlanFence blocked "
 """How every PlanFence refusal text the model reads starts."""
 _HEAD = re.compile(r"PlanFence blocked (?P<tool>[^\s()]+) \((?P<reason>[a-z][a-z0-9_]*)\)"
@@ -171,12 +173,14 @@ def replan_refused(rec: RunRecorder, who: str, tool: str, args: Mapping[str, Any
 def with_given_args(call: Call, given: Mapping[str, Any] | None) -> Call:
     """``call`` as recorded: a refusal of unencodable or oversized arguments keeps them.
 
-    On an ``args_not_json`` or ``args_too_large`` refusal the workspace binds no
+    On an ``args_not_json``, ``args_too_large`` or ``invalid_arguments`` (a NaN) refusal
+    the workspace binds no
     arguments (its call's ``args`` is ``{}``); the trace records what the model gave
     instead, bounded (:func:`~icore.integrations._trace_data.bounded_args`; QA qa-crew
     S4).
     """
-    if call.args or not given or call.reason not in ("args_not_json", "args_too_large"):
+    if call.args or not given or call.reason not in ("args_not_json", "args_too_large",
+                                                     INVALID_ARGUMENTS):
         return call
     return dataclasses.replace(call, args=bounded_args(given))
 

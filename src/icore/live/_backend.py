@@ -48,6 +48,8 @@ class _ReplicaView(OwnerHandler):
     answered as the owner answers them.
     """
 
+    answers_foreign_keys = True  # others' keys: the installed view, never a refusal
+
     def handle(self, msg: Message, peer: str) -> Message:
         """Answer as the owner; add installed heads of asked keys owned by others."""
         reply = super().handle(msg, peer)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from icore.errors import IcoreError
+from icore.fence import INVALID_ARGUMENTS as FENCE_INVALID_ARGUMENTS
 from icore.fence import Reason
 from icore.integrations import refusal_head
 from icore.mcp._deps import expand_deps, glob_args
@@ -65,8 +66,9 @@ from icore.workspace import GLOB_CHARS
 
 log = logging.getLogger("icore.mcp")
 
-INVALID_ARGUMENTS = "invalid_arguments"
-"""The reason of a protected call refused because its arguments break the tool's schema."""
+INVALID_ARGUMENTS = FENCE_INVALID_ARGUMENTS
+"""The reason of a protected call refused because its arguments break the tool's schema
+(:data:`icore.fence.INVALID_ARGUMENTS`)."""
 
 
 class _Host(Protocol):

@@ -62,6 +62,22 @@ class OwnershipMap:
         self._cache[key] = owner
         return owner
 
+    def entry_of(self, key: str) -> str | None:
+        """The entry that routes ``key`` (an exact key, else the longest pattern).
+
+        The key itself when declared exactly, else the longest pattern it matches; None
+        when no entry does (or ``key`` is no str). Names the declaration behind
+        :meth:`owner_of` in errors (a pattern such as ``"campaign/*"``, not each key).
+        """
+        if type(key) is not str and not isinstance(key, str):
+            return None
+        if key in self._exact:
+            return key
+        for pat, _o in self._patterns:
+            if fnmatch.fnmatchcase(key, pat):
+                return pat
+        return None
+
     def require_owner(self, key: str) -> str:
         """Return o(key).
 

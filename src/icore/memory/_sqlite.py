@@ -43,11 +43,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from icore._files import path_problem
+from icore._flock import close_lock, open_lock
 from icore._frozen import positional
 from icore.errors import StoreError
 from icore.memory._base import HeadEntry, Store
 from icore.memory._ownership import OwnershipMap
-from icore.memory._store_file import FileGuard, refuse_foreign_file
+from icore.memory._store_file import FileGuard, refuse_foreign_file, refuse_truncated
 from icore.records import Record, RecordId, decode_record, encode_record
 
 # records_key (an index on records(key, seq)) was never read, and it cost each commit a
@@ -127,6 +128,7 @@ class SQLiteStore(Store):
             raise StoreError(f"cannot open store: the path {bad}", path=repr(path)[:200])
         self.path = Path(path)
         refuse_foreign_file(self.path)  # before the lock file, the WAL switch, the tables
+        refuse_truncated(self.path)  # an empty file whose -wal holds data: not a new one
         self.exclusive = exclusive
         self._lock = threading.RLock()
         self._depth = 0
@@ -145,7 +147,7 @@ class SQLiteStore(Store):
         try:
             self._open(agent, synchronous)
         except BaseException:
-            os.close(self._lockfile)
+            close_lock(self._lockfile)
             if hasattr(self, "_db"):
                 self._db.close()
             if hasattr(self, "_guard"):
@@ -225,12 +227,12 @@ class SQLiteStore(Store):
     def _take_file_lock(self) -> int:
         """Shared (or, exclusive mode, exclusive) advisory lock on ``<file>.lock``."""
         lock_path = self.path.with_name(self.path.name + ".lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock(lock_path, os.O_RDWR | os.O_CREAT, 0o600)  # a fork drops it (#29)
         try:
             fcntl.flock(fd, (fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
                         | fcntl.LOCK_NB)
         except OSError as exc:
-            os.close(fd)
+            close_lock(fd)
             raise StoreError("store file is in use by another process"
                              + (" (exclusive mode needs it alone)" if self.exclusive else
                                 " that opened it exclusively (an owner service)"),
@@ -460,7 +462,7 @@ class SQLiteStore(Store):
     def _close(self) -> None:
         with self._lock:
             self._db.close()
-            os.close(self._lockfile)
+            close_lock(self._lockfile)
             self._guard.close()
 
     def record_count(self) -> int:

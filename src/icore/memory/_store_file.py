@@ -125,6 +125,52 @@ def _watch(db_path: str) -> tuple[list[int], select.epoll] | None:
     return fds, ep
 
 
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+_WAL_HEADER_BYTES = 32
+
+
+def refuse_truncated(path: Path) -> None:
+    """Refuse an empty store file whose ``-wal`` or ``-journal`` holds data; never writes.
+
+    An empty file (``touch``-ed, or made by an open cut short before its first write)
+    is a new store. But icore writes a store's first page (the WAL switch) before
+    anything reaches its ``-wal``, so an empty database beside a ``-wal`` with frames
+    was cut to nothing after data was written (a crash, a copy of the file without its
+    data, ``: > store.db``): opening it as a new store would make SQLite discard the
+    ``-wal`` and every committed record in it. The same for a ``-journal`` whose header
+    says the database had pages before its transaction. Missing or empty siblings, a
+    ``-wal`` of only its header, a journal with no such header: a new store.
+
+    Raises:
+        StoreError: naming ``path``, the sibling and its size, and the fix.
+    """
+    try:
+        if path.stat().st_size != 0:
+            return
+    except OSError:
+        return  # missing (a new store) or unreadable: the open reports it
+    wal = path.with_name(path.name + "-wal")
+    journal = path.with_name(path.name + "-journal")
+    found: tuple[Path, int] | None = None
+    with contextlib.suppress(OSError):
+        if (size := wal.stat().st_size) > _WAL_HEADER_BYTES:
+            found = (wal, size)
+    if found is None:
+        with contextlib.suppress(OSError), journal.open("rb") as f:
+            head = f.read(20)
+            if head[:8] == _JOURNAL_MAGIC and int.from_bytes(head[16:20], "big") > 0:
+                found = (journal, journal.stat().st_size)
+    if found is not None:
+        side, size = found
+        raise StoreError(
+            "the store file is empty but its " + side.name.rsplit("-", 1)[1] + " holds "
+            "data: the file was cut to nothing after records were written; opening it "
+            "as a new store would discard them", path=str(path), sibling=str(side),
+            sibling_bytes=size,
+            fix=f"restore {path.name} from a backup (or copy it together with its "
+            f"{side.name}); only if that data is not wanted, move {side.name} aside")
+
+
 class FileGuard:
     """The identity of a store's database file and its companions, as opened (#29).
 

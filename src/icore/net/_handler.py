@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 from icore._frozen import positional
 from icore.errors import (
@@ -64,6 +65,10 @@ class OwnerHandler:
         inline_cap_bytes: upper bound on inlined record size in head replies.
     """
 
+    answers_foreign_keys: ClassVar[bool] = False
+    """Answer a head query for another owner's key (with nothing) instead of refusing
+    it: a replica view that adds its installed heads of such keys (quorum policies)."""
+
     def __init__(self, store: Store, *, agent: str,
                  inline_cap_bytes: int = DEFAULT_INLINE_CAP_BYTES) -> None:
         self.store = store
@@ -92,6 +97,11 @@ class OwnerHandler:
         if isinstance(exc, HeadConflict):  # the client rebuilds the typed conflict
             fields = {k: str(exc.fields[k]) for k in ("key", "expected", "current")
                       if exc.fields.get(k) is not None}
+        elif isinstance(exc, OwnershipError) and isinstance(exc.fields.get("key"), str):
+            key = exc.fields["key"]  # the client names both owners of the key (#28)
+            om = self.store.ownership
+            fields = {"key": key[:512], "service_owner": (om.owner_of(key) or "")[:512],
+                      "service_pattern": (om.entry_of(key) or "")[:512]}
         elif isinstance(exc, SequenceError | SequenceConflict):  # a remote writer of this
             last = exc.fields.get("last_seq", exc.fields.get("seq"))  # owner resends (#28)
             fields = {"last_seq": str(last)} if isinstance(last, int) else {}
@@ -152,6 +162,7 @@ class OwnerHandler:
     def _heads(self, keys: tuple[str, ...], known: Mapping[str, RecordId],
                inline_max_bytes: int) -> tuple[list[HeadEntry], list[HeadEntry]]:
         inline = min(inline_max_bytes, self.inline_cap_bytes)
+        self._refuse_foreign(keys)
         heads = self.store.heads(keys, known=dict(known), inline_max_bytes=inline)
         full: list[HeadEntry] = []
         same: list[HeadEntry] = []
@@ -161,6 +172,32 @@ class OwnerHandler:
             else:
                 full.append(h)
         return full, same
+
+    def _refuse_foreign(self, keys: Sequence[str]) -> None:
+        """Refuse a head query for a key this service's map gives another owner (#28).
+
+        A client whose ownership map routes a key here while the service's map (its
+        manifest) names another owner would otherwise read "never written" for a fact
+        that lives elsewhere. A store serving every owner (``agent`` None, a central
+        store) answers every key, as does a handler with :attr:`answers_foreign_keys`.
+
+        Raises:
+            OwnershipError: fields ``key``, ``owner`` (the service's owner of it, ``""``
+                when its map declares none), ``pattern`` (the entry that routes it).
+        """
+        store = self.store
+        if store.agent is None or self.answers_foreign_keys:
+            return
+        om = store.ownership
+        for k in keys:
+            owner = om.owner_of(k)
+            if owner != store.agent:
+                raise OwnershipError(
+                    "this owner service does not own the key: its ownership map "
+                    + ("declares no owner for it" if owner is None
+                       else f"gives it to {owner!r}"),
+                    key=k, owner=owner or "", pattern=om.entry_of(k) or "",
+                    service=store.agent)
 
     def _handle(self, msg: Message, peer: str) -> Message:
         if isinstance(msg, HeadQuery):

@@ -76,7 +76,9 @@ def raise_for_error(reply: Message, *, owner: str) -> None:
         HeadConflict: the owner refused a commit whose base is not its current head (the
             same typed, retryable error a local store raises; ``owner`` is added).
         RemoteError: any other refusal (``remote_code`` names it; a sequence refusal
-            also carries the owner's ``last_seq``, an int).
+            also carries the owner's ``last_seq``, an int; an ownership refusal the
+            ``key``, the service's owner of it ``service_owner`` (``""``: none) and its
+            entry ``service_pattern``).
     """
     if isinstance(reply, ErrorReply) and reply.code == ErrorCode.HEAD_CONFLICT.value:
         raise HeadConflict(f"owner refused the commit: {reply.message}", owner=owner,
@@ -84,7 +86,11 @@ def raise_for_error(reply: Message, *, owner: str) -> None:
                            current=reply.fields.get("current"), rid=reply.rid)
     if isinstance(reply, ErrorReply):
         last = reply.fields.get("last_seq", "")  # a sequence refusal: the owner's last
-        extra = {"last_seq": int(last)} if last.isdigit() and len(last) < 20 else {}
+        extra: dict[str, object] = (
+            {"last_seq": int(last)} if last.isdigit() and len(last) < 20 else {})
+        for f in ("key", "service_owner", "service_pattern"):  # an ownership refusal
+            if f in reply.fields:
+                extra[f] = reply.fields[f]
         raise RemoteError(f"owner refused the request: {reply.message}", owner=owner,
                           remote_code=reply.code, rid=reply.rid, **extra)
 

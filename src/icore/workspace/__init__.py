@@ -12,6 +12,8 @@ The high-level API: the model's own tool call is the plan.
   App. A.3) with the one replan; every call is its own root.
 * :class:`ApprovalRequest` / :class:`ApprovalBook`: a human approval bound to the call's
   normalised arguments and the versions it derives from.
+* :func:`reassign_owner`: move an entry of a :meth:`Workspace.sqlite` folder's
+  ownership record (``campaign/*``) to another owner, with its facts.
 
 Layer: above :mod:`icore.net`, below everything that builds on it (integrations, the MCP
 gateway). Errors (``from icore.workspace import ...``): :class:`WorkspaceError` (an
@@ -56,6 +58,7 @@ from icore.workspace._keys import (
     key_args,
     unwritten_hint,
 )
+from icore.workspace._reassign import Reassignment, ownership_record, reassign_owner
 from icore.workspace._unknown import check_first, unknown_outcome_text
 from icore.workspace._workspace import FACT_TYPE, Workspace
 
@@ -80,6 +83,7 @@ __all__ = [
     "Call",
     "CallRefused",
     "FactNotWritten",
+    "Reassignment",
     "ReplanFailed",
     "RunningCall",
     "Scope",
@@ -92,7 +96,9 @@ __all__ = [
     "bad_args_hint",
     "check_first",
     "key_args",
+    "ownership_record",
     "read_answer",
+    "reassign_owner",
     "running_call",
     "unknown_outcome_text",
     "unwritten_hint",

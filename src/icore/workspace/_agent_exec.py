@@ -19,6 +19,8 @@ from typing import Any
 
 from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord, brief
 from icore.fence import (
+    INVALID_ARGUMENTS,
+    NOT_FINITE,
     ActionResult,
     DecisionLog,
     Fence,
@@ -50,7 +52,14 @@ from icore.workspace._call import (
     _trampoline_for,
 )
 from icore.workspace._errors import ReplanFailed, WorkspaceError
-from icore.workspace._keys import arg_fault, detached, detached_map, key_args, unstorable
+from icore.workspace._keys import (
+    arg_fault,
+    detached,
+    detached_map,
+    key_args,
+    non_finite_paths,
+    unstorable,
+)
 from icore.workspace._unknown import Spent, failure_of, spent_detail
 
 _MAX_TICKETS = 1024
@@ -168,6 +177,9 @@ class _Execution:
                         detail=detail, unwritten=unwritten, key_args=key_args(
                             unwritten, args) if unwritten and callable(depends_on) else {})
         mine = {k: basis[k] for k in sorted(deps)}
+        if bad := non_finite_paths(args):  # the model's NaN: one reason, named (#29)
+            return Call(action, False, reason=INVALID_ARGUMENTS, args={},
+                        detail="; ".join(f"{at}: {NOT_FINITE}" for at in bad))
         try:
             rec = self._new_action(action, args, list(mine.values()))
         except MalformedRecord as exc:

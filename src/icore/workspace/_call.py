@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from icore.errors import brief, visible
-from icore.fence import ActionResult, Reason
+from icore.fence import INVALID_ARGUMENTS, ActionResult, Reason
 from icore.records import JSONValue, Record
 from icore.workspace._approval import ApprovalRequest
 from icore.workspace._keys import bad_args_hint, unwritten_hint
@@ -173,6 +173,8 @@ _HINTS: dict[str, str] = {
     "the human again",
     ARGS_NOT_JSON: "an argument has no JSON form or is too large (see the detail); do not "
     "retry it unchanged: a corrected call may be retried",
+    INVALID_ARGUMENTS: "an argument does not fit the tool's schema or is no finite number "
+    "(named in the detail); nothing ran: call again with the argument corrected",
     ARGS_TOO_LARGE: "the arguments are too large to record (see the detail); do not retry "
     "it unchanged: send less, e.g. a reference to the data instead of the data",
 }

@@ -23,17 +23,28 @@ in ``x.db`` that the map gives another owner is refused. Conflicts no sample sho
 (patterns that overlap only on keys the samples miss) are refused at the first use of
 such a key in this process (:meth:`FolderOwnership.check`). A map that only adds
 patterns or keys routed consistently is recorded and opens.
+
+An entry is re-assigned (``campaign/*`` from ``mkt`` to ``sales``) by
+:func:`~icore.workspace.reassign_owner` (``icore owners reassign``): a new row of the
+``retired`` table, applied in order to every recorded map that names the entry with the
+old owner (the maps' rows stay as they were). Every process holding a workspace of the
+folder keeps a shared ``flock`` on ``ownership.lock`` (taken before the record is read),
+so a re-assignment, which needs it exclusively, is refused while any process has the
+folder open, and an open waits while a re-assignment runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import fnmatch
 import hashlib
 import json
+import os
 import sqlite3
 from pathlib import Path
 
+from icore._flock import close_lock, open_lock
 from icore.errors import StoreError
 from icore.memory import OwnershipMap
 from icore.workspace._errors import WorkspaceError
@@ -42,8 +53,16 @@ from icore.workspace._keys import _tokens
 RECORD_NAME = "ownership.sqlite"
 """File name of a folder's ownership record (owner files end in ``.db``: no clash)."""
 
+LOCK_NAME = "ownership.lock"
+"""The folder's lock file: shared by every open workspace, exclusive for a re-assignment."""
+
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS maps (id TEXT PRIMARY KEY, entries TEXT NOT NULL)"
            " WITHOUT ROWID")
+RETIRED_SCHEMA = ("CREATE TABLE IF NOT EXISTS retired (n INTEGER PRIMARY KEY, "
+                  "pattern TEXT NOT NULL, old_owner TEXT NOT NULL, new_owner TEXT NOT NULL, "
+                  "moved TEXT NOT NULL)")
+"""One row per re-assignment, in order: ``pattern`` moved from ``old_owner`` to
+``new_owner``; ``moved``: JSON ``{key: [old head id, new record id]}``."""
 _MAX_CHECKED = 65_536
 """Keys remembered as checked per process; past it the set starts again (a re-check)."""
 
@@ -77,6 +96,75 @@ def samples(pattern: str) -> list[str]:
     return out
 
 
+def recorded_maps(db: sqlite3.Connection) -> list[dict[str, str]]:
+    """The recorded maps with every re-assignment applied in order (in a transaction).
+
+    Raises:
+        sqlite3.Error / ValueError: the record cannot be read (the caller names it).
+    """
+    db.execute(_SCHEMA)
+    db.execute(RETIRED_SCHEMA)
+    maps = [m for (e,) in db.execute("SELECT entries FROM maps")
+            if isinstance(m := json.loads(e), dict)]
+    for pattern, old, new in db.execute(
+            "SELECT pattern, old_owner, new_owner FROM retired ORDER BY n"):
+        for m in maps:
+            if m.get(pattern) == old:
+                m[pattern] = new
+    out: list[dict[str, str]] = []
+    for m in maps:  # two maps may become one
+        if m not in out:
+            out.append(m)
+    return out
+
+
+def lock_folder(folder: Path, *, exclusive: bool) -> int:
+    """Take the folder's ``ownership.lock``: shared (waits) or exclusive (never waits).
+
+    Returns:
+        The lock descriptor (:func:`icore._flock.close_lock` releases it; a forked
+        child never keeps it).
+
+    Raises:
+        WorkspaceError: ``exclusive`` and another workspace (this process or another)
+            has the folder open (fields ``folder``, ``lock``, ``fix``).
+        OSError: the lock file cannot be made.
+    """
+    path = folder / LOCK_NAME
+    fd = open_lock(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB if exclusive else fcntl.LOCK_SH)
+    except OSError as exc:
+        close_lock(fd)
+        if isinstance(exc, BlockingIOError):
+            raise WorkspaceError(
+                "the folder is open in a workspace (this process or another): its "
+                "owners cannot be re-assigned under it", folder=str(folder),
+                lock=str(path), fix="close every Workspace.sqlite of the folder (stop the "
+                "processes using it), then re-assign") from None
+        raise
+    return fd
+
+
+def compare_maps(mine: dict[str, str], other: dict[str, str], folder: Path) -> None:
+    """Refuse two maps naming different owners for an entry or a sample key.
+
+    Raises:
+        WorkspaceError: as :class:`FolderOwnership` (``mine`` is ``owner``).
+    """
+    for name, owner in sorted(mine.items()):
+        theirs = other.get(name)
+        if theirs is not None and theirs != owner:
+            what = "pattern" if any(c in name for c in "*?[") else "key"
+            raise _refusal(what, name, owner, theirs, folder)
+    a_map, b_map = OwnershipMap.from_mapping(mine), OwnershipMap.from_mapping(other)
+    for name in sorted({*mine, *other}):
+        for key in samples(name):
+            a, b = a_map.owner_of(key), b_map.owner_of(key)
+            if a is not None and b is not None and a != b:
+                raise _refusal("key", key, a, b, folder)
+
+
 def _refusal(what: str, name: str, mine: str, theirs: str, folder: Path, *,
              seen: str = "as recorded") -> WorkspaceError:
     return WorkspaceError(
@@ -85,8 +173,9 @@ def _refusal(what: str, name: str, mine: str, theirs: str, folder: Path, *,
         **{what: name}, owner=mine, other_owner=theirs, folder=str(folder),
         record=str(folder / RECORD_NAME),
         fix=f"give every process of the folder the same owner for {name!r} "
-        f"({theirs!r}, {seen}); an owner is changed by migrating its facts to a new "
-        "folder")
+        f"({theirs!r}, {seen}); to change its owner, close the folder everywhere and "
+        f"run `icore owners reassign {folder} '<entry>' --to {mine}` for its entry "
+        "(docs/workspace.md \"Re-assigning an owner\")")
 
 
 def refuse_a_file(folder: Path) -> None:
@@ -127,9 +216,25 @@ class FolderOwnership:
         self.ownership = ownership
         mine = ownership.to_dict()
         text = _map_text(mine)
-        others = [m for m in self._record(text, mine) if m != mine]
+        try:  # as an owner's store would fail on this folder (a NUL, a file in the way)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._lock: int | None = lock_folder(folder, exclusive=False)
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot open store: {exc}", path=repr(
+                str(folder / LOCK_NAME))[1:-1]) from exc
+        try:
+            others = [m for m in self._record(text, mine) if m != mine]
+        except BaseException:
+            self.close()
+            raise
         self.others = [OwnershipMap.from_mapping(m) for m in others]
         self._checked: set[str] = set()
+
+    def close(self) -> None:
+        """Release the folder's shared lock (the workspace closes it). Idempotent."""
+        if self._lock is not None:
+            close_lock(self._lock)
+            self._lock = None
 
     def _record(self, text: str, mine: dict[str, str]) -> list[dict[str, str]]:
         """Check ``mine`` against the recorded maps and record it, in one transaction."""
@@ -143,11 +248,12 @@ class FolderOwnership:
         try:
             db.execute("PRAGMA synchronous=FULL")
             db.execute(_SCHEMA)
+            db.execute(RETIRED_SCHEMA)
             db.execute("BEGIN IMMEDIATE")
             try:
-                rows = [json.loads(e) for (e,) in db.execute("SELECT entries FROM maps")]
+                rows = recorded_maps(db)
                 for other in rows:
-                    self._compare(mine, other)
+                    compare_maps(mine, other, self.folder)
                 if not rows:  # a folder from before the record: what do its files hold?
                     self._compare_files()
                 digest = hashlib.sha256(text.encode()).hexdigest()
@@ -157,7 +263,7 @@ class FolderOwnership:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
                 raise
-            return [r for r in rows if isinstance(r, dict)]
+            return rows
         except (sqlite3.Error, ValueError) as exc:
             if isinstance(exc, WorkspaceError):
                 raise
@@ -167,19 +273,6 @@ class FolderOwnership:
         finally:
             db.close()
 
-    def _compare(self, mine: dict[str, str], other: dict[str, str]) -> None:
-        for name, owner in sorted(mine.items()):
-            theirs = other.get(name)
-            if theirs is not None and theirs != owner:
-                what = "pattern" if any(c in name for c in "*?[") else "key"
-                raise _refusal(what, name, owner, theirs, self.folder)
-        om = OwnershipMap.from_mapping(other)
-        for name in sorted({*mine, *other}):
-            for key in samples(name):
-                a, b = self.ownership.owner_of(key), om.owner_of(key)
-                if a is not None and b is not None and a != b:
-                    raise _refusal("key", key, a, b, self.folder)
-
     def _compare_files(self) -> None:
         """Refuse a key an owner file of the folder holds that this map gives another owner.
 
@@ -187,7 +280,9 @@ class FolderOwnership:
         unknown, but the facts each ``<owner>.db`` holds a head of say who wrote them.
         """
         for path in sorted(self.folder.glob("*.db")):
-            try:
+            try:  # an empty file holds no head (its store's open judges its -wal)
+                if path.stat().st_size == 0:
+                    continue
                 ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                                      timeout=10.0)
             except (sqlite3.Error, ValueError, OSError):

@@ -9,6 +9,11 @@ declared owner, compare-and-set base, increasing owner sequence), exactly as for
 commit made in its own process. The owner sequence is the service's: a commit with a
 sequence the service has passed is refused with the service's last sequence, and sent
 again with the next one.
+
+:func:`map_disagreement` turns an owner service's refusal of a key its own map (the
+team manifest) gives another owner into a :class:`WorkspaceError` naming both owners:
+before, a client whose map routed ``campaign/*`` to ``mkt`` while the service's map gave
+it to ``sales`` read "never written" for every such fact.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from icore.errors import ErrorCode, HeadConflict, MalformedRecord, RemoteError
-from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry
+from icore.memory import DEFAULT_TIMEOUT_S, HeadEntry, OwnershipMap
 from icore.records import JSONValue, Record, RecordId
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._keys import detached
@@ -65,6 +70,39 @@ def not_writable(key: str, owner: str, writes: RemoteWrites | None) -> Workspace
         "(docs/workspace.md \"Owners in other processes\")")
 
 
+def map_disagreement(exc: RemoteError, ownership: OwnershipMap | None, asked: str
+                     ) -> WorkspaceError | None:
+    """The refusal of owner service ``asked`` as a map disagreement, or None.
+
+    None unless the service refused on ownership (``remote_code`` ``ownership``) naming
+    the key and its own owner of it (``service_owner``, ``""`` when its map declares
+    none) and that owner differs from the one ``ownership`` (this process's map) names.
+
+    Returns:
+        A :class:`WorkspaceError` with fields ``key``, ``pattern`` (this map's entry that
+        routes it), ``owner`` (this map's owner), ``service`` (the owner service asked),
+        ``service_pattern`` and ``service_owner`` (the service's entry and owner),
+        ``fix``.
+    """
+    f = exc.fields
+    key, theirs = f.get("key"), f.get("service_owner")
+    if f.get("remote_code") != ErrorCode.OWNERSHIP.value or not isinstance(key, str) \
+            or not isinstance(theirs, str):
+        return None
+    mine = ownership.owner_of(key) if ownership is not None else asked
+    if mine == theirs:
+        return None
+    pattern = ownership.entry_of(key) if ownership is not None else None
+    return WorkspaceError(
+        "this process's ownership map and the owner service's map (its team manifest) "
+        "name different owners for a fact: reads here would find nothing and writes "
+        "would be refused", key=key, pattern=pattern, owner=mine, service=asked,
+        service_pattern=f.get("service_pattern") or None, service_owner=theirs or None,
+        fix=f"give Workspace.over_tcp the map of the team manifest the services run "
+        f"with (TeamManifest.ownership_map()): it routes {key!r} to "
+        f"{theirs or 'no owner'!r}, this process's map to {mine!r}")
+
+
 class RemoteWrites:
     """Commits of one owner's facts at its owner service, by a process holding its identity.
 
@@ -73,18 +111,29 @@ class RemoteWrites:
             with ``identity``'s certificate.
         identity: the owner whose facts this process may write.
         timeout_s: per-RPC timeout, in seconds.
+        ownership: this process's map (names both owners when the service's map
+            disagrees: :func:`map_disagreement`).
     """
 
-    def __init__(self, client: Any, identity: str, timeout_s: float = DEFAULT_TIMEOUT_S
-                 ) -> None:
+    def __init__(self, client: Any, identity: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 ownership: OwnershipMap | None = None) -> None:
         self.client = client
         self.identity = identity
         self.timeout_s = timeout_s
+        self.ownership = ownership
         self._last_seq = 0
 
     def head(self, key: str) -> HeadEntry | None:
-        """The owner service's head of ``key`` (None: never written)."""
-        reply = self.client.query_heads(self.identity, [key], timeout_s=self.timeout_s)
+        """The owner service's head of ``key`` (None: never written).
+
+        Raises:
+            WorkspaceError: the service's map gives ``key`` another owner
+                (:func:`map_disagreement`).
+        """
+        try:
+            reply = self.client.query_heads(self.identity, [key], timeout_s=self.timeout_s)
+        except RemoteError as exc:
+            raise map_disagreement(exc, self.ownership, self.identity) or exc from None
         got: HeadEntry | None = reply.heads.get(key)
         if got is not None and got.seq > self._last_seq:  # the owner's sequence is at
             self._last_seq = got.seq  # least this: the next commit skips a resend
@@ -107,6 +156,8 @@ class RemoteWrites:
                 very version first.
             RemoteError: the owner service refused (``remote_code``), or kept naming a
                 larger owner sequence :data:`SEQUENCE_RETRIES` times.
+            WorkspaceError: the service's map gives ``key`` another owner
+                (:func:`map_disagreement`).
             MalformedRecord: as :func:`new_version`.
             TransportError: the owner service did not answer.
         """
@@ -117,6 +168,9 @@ class RemoteWrites:
                 ack = self.client.commit(self.identity, rec, expected_head=expected,
                                          timeout_s=self.timeout_s)
             except RemoteError as exc:
+                mismatch = map_disagreement(exc, self.ownership, self.identity)
+                if mismatch is not None:
+                    raise mismatch from None
                 last = exc.fields.get("last_seq")
                 if exc.fields.get("remote_code") in _SEQUENCE_CODES and \
                         isinstance(last, int) and attempt < SEQUENCE_RETRIES:

@@ -25,8 +25,6 @@ from typing import Any
 from icore.errors import CommitConflict, HeadConflict, MalformedRecord
 from icore.memory import (
     DEFAULT_TIMEOUT_S,
-    HeadReply,
-    LocalOwners,
     MemoryStore,
     OwnerAccess,
     OwnershipMap,
@@ -55,6 +53,7 @@ from icore.workspace._keys import (
     suggest_key,
     unstorable,
 )
+from icore.workspace._owners import NoOwners, Owners
 from icore.workspace._remote_writes import RemoteWrites, new_version, not_writable
 
 FACT_TYPE = "fact"
@@ -65,29 +64,6 @@ MAX_ANCESTORS = 10_000
 
 
 __all__ = ["FACT_TYPE", "MISSING", "Workspace", "suggest_key"]
-
-
-class _Owners:
-    """Owner access routed by owner: stores hosted here, else the remote access."""
-
-    def __init__(self, local: Mapping[str, Store], remote: OwnerAccess | None) -> None:
-        self.local = LocalOwners(local)
-        self.remote = remote
-
-    def query_heads(self, owner: str, keys: Sequence[str], *,
-                    known: Mapping[str, RecordId] | None = None,
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-        """See :meth:`icore.memory.OwnerAccess.query_heads`."""
-        if owner in self.local.stores or self.remote is None:
-            return self.local.query_heads(owner, keys, known=known, timeout_s=timeout_s)
-        return self.remote.query_heads(owner, keys, known=known, timeout_s=timeout_s)
-
-    def fetch(self, owner: str, ids: Sequence[RecordId], *,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
-        """See :meth:`icore.memory.OwnerAccess.fetch`."""
-        if owner in self.local.stores or self.remote is None:
-            return self.local.fetch(owner, ids, timeout_s=timeout_s)
-        return self.remote.fetch(owner, ids, timeout_s=timeout_s)
 
 
 def _check_parts(stores: Any, remote: Any, timeout_s: Any, closing: Any) -> None:
@@ -198,7 +174,7 @@ class Workspace(KeyChecks):
                                      store_agent=st.agent)
         self.remote = remote
         self.timeout_s = timeout_s
-        self.owners = _Owners(self.stores, remote)
+        self.owners = Owners(self.stores, remote, om)
         self._agents: dict[str, Agent] = {}
         self._lock = threading.Lock()
         self._closing = list(closing)
@@ -233,14 +209,12 @@ class Workspace(KeyChecks):
                 "Workspace.sqlite needs the folder of the owners' SQLite files (a str or "
                 "a path)", argument="directory", got=repr(directory)[:80],
                 fix="Workspace.sqlite(facts, 'data/owners')")
-        probe = cls(facts, stores={}, remote=_NoOwners())
+        probe = cls(facts, stores={}, remote=NoOwners())
         folder = Path(directory)
         refuse_a_file(folder)
         record = FolderOwnership(folder, probe.ownership)  # before any owner file (#28)
-        stores: dict[str, Store] = {
-            o: SQLiteStore(folder / f"{o}.db", probe.ownership, o)
-            for o in sorted(probe.ownership.owners())}
-        ws = cls(probe.ownership, stores=stores, closing=stores.values())
+        stores = _sqlite_stores(folder, probe.ownership, record)
+        ws = cls(probe.ownership, stores=stores, closing=[record, *stores.values()])
         ws.folder_record = record
         return ws
 
@@ -269,7 +243,7 @@ class Workspace(KeyChecks):
                                  ssl_context=client_context(certs_dir, identity))
         ws = cls(facts, stores=stores or {}, remote=client, timeout_s=timeout_s,
                  closing=[client])
-        ws.remote_writes = RemoteWrites(client, identity, timeout_s)
+        ws.remote_writes = RemoteWrites(client, identity, timeout_s, ws.ownership)
         return ws
 
     def close(self) -> None:
@@ -520,6 +494,25 @@ class Workspace(KeyChecks):
             return got
 
 
+def _sqlite_stores(folder: Path, om: OwnershipMap, record: FolderOwnership
+                   ) -> dict[str, Store]:
+    """A store ``<folder>/<owner>.db`` per owner of ``om``.
+
+    On a failure the ones opened and the folder's lock (``record``) are closed before
+    the error goes on.
+    """
+    stores: dict[str, Store] = {}
+    try:
+        for o in sorted(om.owners()):
+            stores[o] = SQLiteStore(folder / f"{o}.db", om, o)
+    except BaseException:
+        for st in stores.values():
+            st.close()
+        record.close()
+        raise
+    return stores
+
+
 def _check_inputs(key: str, inputs: Any, type: Any) -> None:
     """Refuse ``inputs`` that are no sequence of records, a ``type`` that is no name.
 
@@ -554,21 +547,6 @@ def _same(cur: Record, value: JSONValue, type: str, inputs: Sequence[Record]) ->
 def _type_name(value: object) -> str:
     """``value``'s type name (for an error's ``got``)."""
     return type(value).__name__
-
-
-class _NoOwners:
-    """A placeholder access that reaches nobody (only for :meth:`Workspace.sqlite`)."""
-
-    def query_heads(self, owner: str, keys: Sequence[str], *,
-                    known: Mapping[str, RecordId] | None = None,
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> HeadReply:
-        """Always raises :class:`~icore.memory.OwnerUnavailable`."""
-        raise OwnerUnavailable("no owner", owner=owner)
-
-    def fetch(self, owner: str, ids: Sequence[RecordId], *,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
-        """Always raises :class:`~icore.memory.OwnerUnavailable`."""
-        raise OwnerUnavailable("no owner", owner=owner)
 
 
 def _check_arity(key: str, fn: Callable[..., Any]) -> None:

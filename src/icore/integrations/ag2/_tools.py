@@ -45,6 +45,7 @@ from ag2.events import ModelResponse, ToolCallEvent, ToolErrorEvent
 from ag2.tools.types import FunctionTool
 
 from icore.errors import IntegrationError
+from icore.fence import INVALID_ARGUMENTS as FENCE_INVALID_ARGUMENTS
 from icore.fence import Fence, ProtectedTool, Replan, ReplanRequest
 from icore.integrations import (
     AnyReplanner,
@@ -113,9 +114,9 @@ from icore.workspace import (
 )
 from icore.workspace import Agent as TeamAgent
 
-INVALID_ARGUMENTS = "invalid_arguments"
-"""The reason of a fenced call refused for arguments that do not fit the tool's schema (as
-the ``icore mcp`` gateway names it)."""
+INVALID_ARGUMENTS = FENCE_INVALID_ARGUMENTS
+"""The reason of a fenced call refused for arguments that do not fit the tool's schema
+(:data:`icore.fence.INVALID_ARGUMENTS`, the one name every path writes)."""
 CALLING_AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "icore_ag2_calling_agent", default=None)
 """The agent whose turn is running (set by :func:`~icore.integrations.ag2.record_agents`'

@@ -37,6 +37,7 @@ from crewai.events.types.tool_usage_events import (
     ToolUsageStartedEvent,
 )
 
+from icore.fence import INVALID_ARGUMENTS
 from icore.integrations import RunRecorder
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._trace_data import bounded_args
@@ -218,7 +219,7 @@ class CrewRecorder:
         raw = event.tool_args if isinstance(event.tool_args, dict) else {
             "input": event.tool_args}
         args = bounded_args(raw) if refused else raw
-        more = {"reason": "invalid_arguments"} if refused else {}
+        more = {"reason": INVALID_ARGUMENTS} if refused else {}
         self._push(event, lambda: self.recorder.tool_call(who, event.tool_name, args,
                                                           str(event.error), error=True,
                                                           at=_at(event), **more))

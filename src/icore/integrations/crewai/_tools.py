@@ -46,7 +46,7 @@ from crewai.tools.tool_failure import ToolFailure
 from pydantic import BaseModel, PrivateAttr, ValidationError
 
 from icore.errors import IntegrationError
-from icore.fence import ACTION_FIELD, Fence
+from icore.fence import ACTION_FIELD, INVALID_ARGUMENTS, Fence
 from icore.integrations import (
     AnyReplanner,
     ArgNormalizer,
@@ -173,9 +173,9 @@ class FencedCrewTool(BaseTool):
             if rec is not None:
                 refused_call(rec, (calling_agent() if self._name_caller else None)
                              or self._guard.agent or "executor", self.name,
-                             as_given(kwargs), f"BLOCKED: invalid_arguments: {said}",
-                             reason="invalid_arguments", detail=said)
-            return ToolFailure(message=said, code="invalid_arguments", retryable=True)
+                             as_given(kwargs), f"BLOCKED: {INVALID_ARGUMENTS}: {said}",
+                             reason=INVALID_ARGUMENTS, detail=said)
+            return ToolFailure(message=said, code=INVALID_ARGUMENTS, retryable=True)
 
     def _turn(self) -> Hashable | ToolFailure | None:
         """The model turn of this call (None outside a CrewAI run)."""

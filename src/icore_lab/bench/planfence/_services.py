@@ -33,6 +33,8 @@ class ReplicaHandler(OwnerHandler):
     The service is named :func:`~icore.fence.replica_service` of the agent.
     """
 
+    answers_foreign_keys = True  # its view of every owner's keys (never a refusal)
+
     def handle(self, msg: Message, peer: str) -> Message:
         """Serve head queries from installed heads; everything else as an owner."""
         if isinstance(msg, HeadQuery):
