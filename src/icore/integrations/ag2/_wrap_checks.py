@@ -21,8 +21,8 @@ from ag2.tools.types import FunctionTool
 from icore.errors import IntegrationError
 from icore.fence import Fence
 from icore.integrations import ArgNormalizer, check_tool_function
+from icore.integrations._agent_error import agent_error
 from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
-from icore.integrations._fenced import agent_error
 from icore.workspace import Agent as TeamAgent
 
 

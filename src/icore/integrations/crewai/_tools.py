@@ -58,9 +58,9 @@ from icore.integrations import (
     Writes,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._agent_error import agent_error
 from icore.integrations._arg_problems import as_given, invalid_args_message
 from icore.integrations._context import ContextRoots, StateUpdate, plan_roots, write_back
-from icore.integrations._fenced import agent_error
 from icore.integrations._refusals import BEFORE_GATE_POLICY, refused_call
 from icore.integrations._rerun import outcome_unknown, unknown_outcome_text
 from icore.integrations._tool_failed import describe

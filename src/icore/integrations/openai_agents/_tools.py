@@ -81,6 +81,7 @@ from icore.integrations import (
     check_tool_function,
 )
 from icore.integrations import Scope as _Scope
+from icore.integrations._agent_error import agent_error
 from icore.integrations._approvals import (
     ApprovalChanged,
     canon,
@@ -99,7 +100,6 @@ from icore.integrations._context import (
     write_back,
 )
 from icore.integrations._failed import Failed
-from icore.integrations._fenced import agent_error
 from icore.integrations._json_args import read_json
 from icore.integrations._recorder import active_recorder
 from icore.integrations._tool_failed import describe
