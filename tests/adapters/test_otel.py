@@ -441,17 +441,20 @@ def _framework_trace(b64: bool = False) -> str:
 
 @pytest.mark.parametrize("b64", [False, True])
 def test_openinference_genai_spans_map_to_the_trace(b64: bool) -> None:
-    """Agents -> turns, LLM -> outputs, tools -> tool outputs with status, handoffs ->
-    instructions, parents -> causes, unknown kinds kept as events (never dropped)."""
+    """Agents -> turns (a start, their output at their end), LLM -> outputs, tools ->
+    tool outputs with status, handoffs -> instructions, parents -> causes, unknown kinds
+    kept as events (never dropped); the agent that hands off is the orchestrator."""
     t = parse_otlp(_framework_trace(b64), file="x.otlp.json", run_id="demo")
     assert t.family == OTEL and t.question == "What is 6*7?" and t.succeeded is True
     kinds = [(s.kind, s.agent) for s in t.steps]
     assert kinds == [
-        (StepKind.TASK, "user"), (StepKind.OUTPUT, "triage"), (StepKind.OUTPUT, "triage"),
-        (StepKind.INSTRUCTION, "triage"), (StepKind.OUTPUT, "math"),
+        (StepKind.TASK, "user"), (StepKind.THOUGHT, "triage"), (StepKind.OUTPUT, "triage"),
+        (StepKind.INSTRUCTION, "triage"), (StepKind.THOUGHT, "math"),
         (StepKind.TOOL_OUTPUT, "math"), (StepKind.TOOL_OUTPUT, "math"),
-        (StepKind.THOUGHT, "math"), (StepKind.TERMINATION, "triage")]
-    assert t.steps[3].to == "math"
+        (StepKind.THOUGHT, "math"), (StepKind.OUTPUT, "math"), (StepKind.TERMINATION, "triage")]
+    assert t.steps[3].to == "math" and t.orchestrator == "triage"
+    # the math agent's own answer comes after its tool work, caused by its turn's start
+    assert (t.steps[8].content, t.steps[8].parent) == ("The answer is 42", 4)
     assert [s.exitcode for s in t.steps if s.kind == StepKind.TOOL_OUTPUT] == [0, 1]
     assert t.steps[2].parent == 1 and t.steps[5].parent == 4  # parent/child
     assert t.steps[-1].final_answer == "42"
@@ -480,9 +483,11 @@ def test_phoenix_and_langfuse_exports() -> None:
          "end_time": "2026-01-01T00:00:04Z", "status_code": "ERROR", "attributes": {}}]
     t = parse_otlp(json.dumps({"data": phoenix, "next_cursor": None}))
     assert [(s.kind, s.agent) for s in t.steps] == [
-        (StepKind.TASK, "user"), (StepKind.OUTPUT, "writer"), (StepKind.TOOL_OUTPUT, "writer"),
+        (StepKind.TASK, "user"), (StepKind.THOUGHT, "writer"),
+        (StepKind.TOOL_OUTPUT, "writer"), (StepKind.OUTPUT, "writer"),
         (StepKind.TERMINATION, "writer")]
-    assert t.steps[2].exitcode == 1 and t.steps[1].content == "draft"
+    assert t.steps[2].exitcode == 1 and t.steps[3].content == "draft"
+    assert t.orchestrator is None  # nothing routes: no agent holds assignment authority
     langfuse = {"id": "tr1", "name": "run", "observations": [
         {"id": "o1", "traceId": "tr1", "type": "AGENT", "name": "planner",
          "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:00:05Z",
@@ -496,10 +501,12 @@ def test_phoenix_and_langfuse_exports() -> None:
         {"id": "o4", "traceId": "tr1", "type": "EVENT", "name": "note",
          "parentObservationId": "o1", "startTime": "2026-01-01T00:00:04Z"}]}
     t2 = parse_otlp(json.dumps(langfuse))
+    # the root agent's own output is the final answer: the termination carries it
     assert [(s.kind, s.agent) for s in t2.steps] == [
-        (StepKind.TASK, "user"), (StepKind.OUTPUT, "planner"), (StepKind.OUTPUT, "planner"),
+        (StepKind.TASK, "user"), (StepKind.THOUGHT, "planner"), (StepKind.OUTPUT, "planner"),
         (StepKind.TOOL_OUTPUT, "planner"), (StepKind.THOUGHT, "planner"),
         (StepKind.TERMINATION, "planner")]
+    assert t2.steps[-1].final_answer == "plan"
     assert t2.steps[3].exitcode == 1 and t2.steps[3].content == "no seats"
     assert t2.extras["unknown_spans"] == {"EVENT": 1}
 
@@ -608,11 +615,11 @@ def test_jaeger_json_and_its_otlp_api() -> None:
                   {"key": "error", "type": "bool", "value": True}]}]}]}
     t = parse_otlp(json.dumps(jaeger))
     assert [(s.kind, s.agent) for s in t.steps] == [
-        (StepKind.TASK, "user"), (StepKind.OUTPUT, "boss"), (StepKind.TOOL_OUTPUT, "boss"),
+        (StepKind.TASK, "user"), (StepKind.THOUGHT, "boss"), (StepKind.TOOL_OUTPUT, "boss"),
         (StepKind.TERMINATION, "boss")]
     assert t.steps[2].exitcode == 1 and t.steps[2].parent == 1
     v3 = {"result": json.loads(_framework_trace())}
-    assert len(parse_otlp(json.dumps(v3)).steps) == 9
+    assert len(parse_otlp(json.dumps(v3)).steps) == 10
 
 
 _json = st.recursive(
@@ -753,8 +760,8 @@ def test_import_reads_the_2026_genai_operations(tmp_path: Path) -> None:
     path = tmp_path / "genai.otlp.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     t = load_otlp(path)
-    assert [s.kind.value for s in t.steps] == ["task", "plan", "output", "tool_output",
-                                               "thought", "thought", "termination"]
+    assert [s.kind.value for s in t.steps] == ["task", "plan", "thought", "tool_output",
+                                               "thought", "thought", "output", "termination"]
     assert t.steps[1].agent == "alice" and t.steps[1].content == "ship to Berlin"
     assert "unknown_spans" not in t.extras and "warnings" not in t.extras
     decs = t.extras["planfence"]["decisions"]

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from icore.adapters import (
     AdapterError,
     OtelSpan,
+    StepKind,
     Trace,
     audit_trace,
     iter_otlp_runs,
@@ -119,16 +120,19 @@ def test_streamed_import_equals_the_whole_document_and_the_span_list(
 
 def _check_order_and_parents(spans: list[OtelSpan], tr: Any) -> None:
     """Steps follow the spans' (start, end) order; a step's parent is its nearest
-    ancestor span that is a step (recomputed here from the spans, with dicts)."""
+    ancestor span that is a step (recomputed here from the spans, with dicts). An agent
+    span's own output comes later, when it ended, caused by its turn's start."""
     by_id = {s.span_id: s for s in spans}
     order = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
     root = next(s for s in order if s.parent_id not in by_id)
     mapped = [s for s in order if span_kind(s) != "WORKFLOW" and not (
         s is root and span_kind(s) not in ("AGENT", "LLM", "TOOL", "HANDOFF"))]
-    body = [st for st in tr.steps[1:] if not st.terminates]
+    agents = {s.name: s for s in spans if span_kind(s) == "AGENT"}
+    late = [st for st in tr.steps if st.kind == StepKind.OUTPUT and st.role in agents]
+    body = [st for st in tr.steps[1:] if not st.terminates and st not in late]
     assert [st.role for st in body] == [s.name for s in mapped]
     step_of = {id(root): 0}  # the task, until the root's own turn (if it has one)
-    for k, s in enumerate(mapped):
+    for s, step in zip(mapped, body, strict=True):
         cur = by_id.get(s.parent_id)
         want = None
         while cur is not None:
@@ -136,8 +140,12 @@ def _check_order_and_parents(spans: list[OtelSpan], tr: Any) -> None:
                 want = step_of[id(cur)]
                 break
             cur = by_id.get(cur.parent_id)
-        assert body[k].parent == want, (k, s.name)
-        step_of[id(s)] = k + 1
+        assert step.parent == want, (step.index, s.name)
+        step_of[id(s)] = step.index
+    for out in late:  # after its start (its parent), saying the span's output
+        assert out.parent is not None and out.parent < out.index
+        assert tr.steps[out.parent].role == out.role
+        assert out.content == agents[out.role].attributes["output.value"]
 
 
 def test_nothing_of_the_import_is_alive_after_it(tmp_path: Path) -> None:

@@ -44,6 +44,10 @@ from icore.state import (
 HUMAN = "human"
 """The agent that poses the task (role ``task``) in every imported run."""
 
+OTEL_IMPORT = "icore/otel-import"
+"""Name of the declaration package of a run imported from OpenTelemetry spans (the
+generic package: the same D, so a run audits the same recorded or traced)."""
+
 OBSERVABLES = (
     ObservableType("task", "artifact", ("text",)),
     ObservableType("plan", "artifact", ("step", "text")),
@@ -156,20 +160,24 @@ def captain_agent_declaration(agents: Mapping[str, str]) -> DeclarationPackage:
     )
 
 
-def generic_declaration(agents: Mapping[str, str], *,
-                        orchestrator: str | None = None) -> DeclarationPackage:
+def generic_declaration(agents: Mapping[str, str], *, orchestrator: str | None = None,
+                        name: str = "icore/generic-jsonl") -> DeclarationPackage:
     """D for a run in the generic JSONL format (see docs/audit-real-runs.md).
+
+    The same D audits a run imported from OpenTelemetry, named ``icore/otel-import``
+    (:data:`OTEL_IMPORT`) so its report says where the run came from.
 
     Args:
         agents: agent id -> declared description.
         orchestrator: the agent that plans and assigns, if the run has one.
+        name: the package's name (the report's "declaration package").
     """
     if orchestrator is not None:
         planner, assigner = "role:planner", "role:assigner"
     else:
         planner = assigner = "*"
     return DeclarationPackage(
-        name="icore/generic-jsonl", version="1",
+        name=name, version="1",
         observables=OBSERVABLES,
         agents=_agents(agents, orchestrator=orchestrator),
         operations=_operations(planner, assigner),
@@ -182,6 +190,7 @@ def generic_declaration(agents: Mapping[str, str], *,
 __all__ = [
     "HUMAN",
     "OBSERVABLES",
+    "OTEL_IMPORT",
     "VALIDATORS",
     "captain_agent_declaration",
     "generic_declaration",

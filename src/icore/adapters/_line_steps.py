@@ -142,6 +142,18 @@ class ColumnSteps(StepSource):
                                     and role.isascii() and got is None):
             self.text_valid = self._valid(self._at(self.last_index))
 
+    def amend(self, i: int, **fields: Any) -> None:
+        """Set other fields of step ``i``, already added.
+
+        An OpenTelemetry model turn's tool calls, read from the tool spans after it.
+        """
+        rare = dict(self._rare[i] or ())
+        rare.update(fields)
+        self._rare[i] = tuple(rare.items())
+        if self.text_valid and not all(isinstance(v, str) and v.isascii()
+                                       for v in fields.values()):
+            self.text_valid = self._valid(self._at(i))
+
     def _to_spill(self) -> None:
         """Move the texts to a temporary file (kept here when none can be made)."""
         try:

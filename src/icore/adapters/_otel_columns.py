@@ -248,6 +248,38 @@ class SpanColumns:
             return None
 
 
+def check_parents(cols: SpanColumns, file: str) -> None:
+    """Refuse parent links that form a cycle (a self-parent, a 2-cycle, ...).
+
+    Every span must reach a root (no parent, or a parent outside the file) by following
+    parents; a span on a cycle never does.
+
+    Raises:
+        AdapterError: naming the trace and the spans of the first cycle found.
+    """
+    pos, ids, parents, names = cols.pos, cols.ids, cols.parents, cols.names
+    done = bytearray(len(ids))
+    for start in range(len(ids)):
+        path: list[int] = []
+        on_path: set[int] = set()
+        cur: int | None = start
+        while cur is not None and not done[cur]:
+            if cur in on_path:
+                cyc = path[path.index(cur):]
+                shown = ", ".join(f"{ids[x]} ({names[x]!r})" for x in cyc[:8])
+                raise AdapterError(
+                    f"parent links form a cycle in trace {cols.trace_of(cur)}: "
+                    f"{shown}{' ...' if len(cyc) > 8 else ''} (each span is its own "
+                    "ancestor; the file is refused)", file=file,
+                    field=f"span {ids[cur]}.parentSpanId")
+            path.append(cur)
+            on_path.add(cur)
+            p = parents[cur]
+            cur = pos.get(p) if p else None
+        for x in path:
+            done[x] = 1
+
+
 def columns(spans: Iterable[OtelSpan], kind_of: Any, *, file: str,
             by_trace: bool) -> list[SpanColumns]:
     """The spans as columns: one :class:`SpanColumns` per trace id, or one for all.

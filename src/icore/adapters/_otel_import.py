@@ -18,13 +18,15 @@ Reads, without the ``otel`` extra (plain JSON):
 Mapping into the source-neutral trace (docs/observability.md, "Auditing a trace"):
 
 - agent spans (OpenInference ``AGENT``, GenAI ``invoke_agent``/``create_agent``, Langfuse
-  ``AGENT``) -> agents and their turns (``output`` steps, the output text as content);
+  ``AGENT``) -> agents and their turns: a ``thought`` at the start, the output text as
+  an ``output`` at the span's end (:mod:`icore.adapters._otel_turns`, QA qa-new15c);
 - LLM spans (``LLM``, ``chat``/``text_completion``/``generate_content``, Langfuse
-  ``GENERATION``) -> outputs of the enclosing agent;
+  ``GENERATION``) -> outputs of the enclosing agent, with their tool calls;
 - tool spans (``TOOL``, ``execute_tool``, Langfuse ``TOOL``) -> tool outputs, exit code 1
   when the span's status is ERROR, else 0;
 - handoffs (a span named ``handoff``/``transfer_to_<agent>``, or with
   ``handoff.to``/``to_agent``) -> instructions assigning the next turn to the target;
+  the agent of the first handoff is the orchestrator (a trace without one has none);
 - one trace -> one run (:func:`load_otlp_runs` splits a file holding several);
 - the root span -> the task (its input) and, once it ended, the termination (its output
   is the final answer); a root span with ``icore.paused: true`` (what
@@ -58,9 +60,10 @@ from icore.adapters import _otel_names as N
 from icore.adapters._errors import AdapterError
 from icore.adapters._gate_lines import span_answer
 from icore.adapters._line_steps import ColumnSteps
-from icore.adapters._otel_columns import SpanColumns, columns
+from icore.adapters._otel_columns import SpanColumns, check_parents, columns
 from icore.adapters._otel_readers import _LANGFUSE_KIND, _text, parse_spans
 from icore.adapters._otel_stream import iter_file_spans
+from icore.adapters._otel_turns import AgentTurns, span_calls
 from icore.adapters._otel_values import OtelSpan, span_agent
 from icore.adapters._span_seals import SpanSeals, gate_decision
 from icore.adapters._trace import (
@@ -71,9 +74,7 @@ from icore.adapters._trace import (
     StepKind,
     Trace,
 )
-from icore.adapters._trace_values import (
-    AgentNames,
-)
+from icore.adapters._trace_values import AgentNames
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import (
     gc_paused,
@@ -209,7 +210,7 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
         raise cols.problem
     n_spans = n = len(cols)
     ids, parents, kinds, own_of, pos = cols.ids, cols.parents, cols.kinds, cols.own, cols.pos
-    _check_parents(cols, file)
+    check_parents(cols, file)
     up = array("q", [-1]) * n  # the parent's position, if in the file (-1: none)
     for i, p in enumerate(parents):
         if p and (j := pos.get(p)) is not None:
@@ -255,7 +256,10 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
     unknown: dict[str, int] = {}
     root = cols.span(r_at)
     question = _content(root, N.OI_INPUT, N.INPUT_MESSAGES)
-    orchestrator: str | None = None
+    final = _content(root, N.OI_OUTPUT, N.OUTPUT_MESSAGES) if root.end_ns else ""
+    orchestrator: str | None = None  # the first agent that routes (a handoff), else none
+    last_who = ""  # the last agent that spoke
+    starts: dict[str, str] = {}  # agent -> the text of its turns' starts (one string)
 
     def parent_step(i: int) -> int | None:
         cur = up[i]
@@ -277,15 +281,47 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
         return v is True
 
     def add(i: int, kind: StepKind, agent: str, content: str, **kw: Any) -> None:
+        nonlocal last_who
         idx = len(steps)
         steps.append(agent, kind, content, cols.names[i],
                      parent_step(i) if kind != StepKind.TASK else None, kw)
         step_of[i] = idx  # a root agent's turn, not the task, parents its children
+        last_who = agent if kind != StepKind.TASK else last_who
+
+    def agent_span(i: int) -> int | None:
+        """The nearest agent span enclosing span ``i`` (None: none)."""
+        cur, guard = up[i], 0
+        while cur >= 0 and guard < 10_000:
+            if kinds[cur] == "AGENT":
+                return cur
+            cur, guard = up[cur], guard + 1
+        return None
+
+    def above(j: int, i: int) -> bool:
+        """Span ``j`` is an ancestor of span ``i``."""
+        cur, guard = up[i], 0
+        while cur >= 0 and guard < 10_000:
+            if cur == j:
+                return True
+            cur, guard = up[cur], guard + 1
+        return False
+
+    def agent_output(i: int, who: str, text: str) -> None:  # at the agent span's end
+        nonlocal last_who
+        steps.append(who, StepKind.OUTPUT, text, cols.names[i], step_of[i], {})
+        last_who = who
+
+    last_agent = max((i for i in range(n) if kinds[i] == "AGENT"),
+                     key=cols.ends.__getitem__, default=-1)
+    turns = AgentTurns(agent_output, lambda at, js: steps.amend(at, calls=js),
+                       last_agent_span=last_agent, final_answer=final)
 
     add(r_at, StepKind.TASK, "user", question)
     for i in order_col:
         s = root if i == r_at else cols.span(i)
         cols.attrs[i] = None  # released: later spans read only the columns of it
+        if turns.waiting:  # the outputs of agent spans that ended before this one
+            turns.due(cols.starts[i], i, above)
         if N.CHAIN_END + "writer" in s.attributes:  # its trace's seal (#29)
             sealed.seal(s)
         k = kinds[i]
@@ -294,8 +330,6 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
             desc = s.attributes.get(N.AGENT_DESCRIPTION)
             if isinstance(desc, str):
                 descriptions.setdefault(who, desc)
-            if orchestrator is None:
-                orchestrator = who
         if i == r_at and k not in ("AGENT", "LLM", "TOOL", "HANDOFF"):
             continue
         if paused(s):  # a step that stopped waiting for a human (JSONL ``pause``)
@@ -312,19 +346,29 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
                 continue
         if k == "WORKFLOW":  # groups agent turns; its name is the run's or the task's
             continue
-        if k == "AGENT":
-            add(i, StepKind.OUTPUT, who, _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES))
+        if k == "AGENT":  # its turn starts; its output comes at its end (_otel_turns)
+            said = starts.get(who) or starts.setdefault(who, f"{who} starts its turn")
+            add(i, StepKind.THOUGHT, who, said)
+            turns.start(i, cols.ends[i], who, _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES))
         elif k == "LLM":
-            add(i, StepKind.OUTPUT, owner(i), _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
-                                                       "llm.output_messages.0.message.content"))
+            who, text = owner(i), _content(s, N.OI_OUTPUT, N.OUTPUT_MESSAGES,
+                                           "llm.output_messages.0.message.content")
+            js = turns.model_turn(len(steps), who, agent_span(i), text,
+                                  span_calls(s.attributes))
+            add(i, StepKind.OUTPUT, who, text, **({"calls": js} if js else {}))
         elif k == "TOOL":
-            add(i, StepKind.TOOL_OUTPUT, owner(i),
+            who = owner(i)
+            add(i, StepKind.TOOL_OUTPUT, who,
                 _content(s, N.OI_OUTPUT, N.TOOL_RESULT) or s.status_message,
                 exitcode=1 if s.status == "ERROR" else 0)
-        elif k == "HANDOFF":
-            to = _handoff_target(s) or ""
+            turns.tool_ran(who, agent_span(i), s.attributes, s.name)
+        elif k == "HANDOFF":  # the routing agent's message is the instruction's text
+            to, by = _handoff_target(s) or "", owner(i)
             who = names.canonical(to) or names.add(to)
-            add(i, StepKind.INSTRUCTION, owner(i), f"handoff to {who}", to=who)
+            add(i, StepKind.INSTRUCTION, by,
+                turns.handoff_text(agent_span(i)) or f"handoff to {who}", to=who)
+            if orchestrator is None and by != "system":
+                orchestrator = by  # evidence of routing: it assigns the work
         elif k == "PLAN":
             own = span_agent(s, file)
             who = (names.canonical(own) or names.add(own)) if own else owner(i)
@@ -344,16 +388,15 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
         else:
             unknown[k] = unknown.get(k, 0) + 1
             add(i, StepKind.THOUGHT, owner(i), f"{k.lower()} span {s.name!r}")
-    root_agent = agent_of[r_at]
-    end_agent = (orchestrator or "system") if root_agent is None else root_agent
+    turns.flush()
+    end_agent = agent_of[r_at] or turns.final_by or orchestrator or last_who or "system"
     root_paused = paused(root)
     if root_paused:  # the run waits for a human: no end, its last step is the pause
         steps.append(end_agent, StepKind.THOUGHT, f"paused, waiting for a human: {root.name}",
                      root.name, 0, {"pause": True})
     elif root.end_ns:
-        final = _content(root, N.OI_OUTPUT, N.OUTPUT_MESSAGES) or None
         steps.append(end_agent, StepKind.TERMINATION, root.status_message or "done",
-                     root.name, 0, {"final_answer": final, "terminates": True})
+                     root.name, 0, {"final_answer": final or None, "terminates": True})
     agents = {n: descriptions.get(n, "") for n in names.names}
     for who in steps.speakers():
         if who not in agents and who != "user":
@@ -380,38 +423,6 @@ def _to_trace(cols: SpanColumns, *, file: str, run_id: str) -> Trace:
                                         edited_answers=edited_answers, chain_broken=broken)
                  if decisions else None,
                  unknown_spans=dict(sorted(unknown.items())), warnings=warnings, live=live)
-
-
-def _check_parents(cols: SpanColumns, file: str) -> None:
-    """Refuse parent links that form a cycle (a self-parent, a 2-cycle, ...).
-
-    Every span must reach a root (no parent, or a parent outside the file) by following
-    parents; a span on a cycle never does.
-
-    Raises:
-        AdapterError: naming the trace and the spans of the first cycle found.
-    """
-    pos, ids, parents, names = cols.pos, cols.ids, cols.parents, cols.names
-    done = bytearray(len(ids))
-    for start in range(len(ids)):
-        path: list[int] = []
-        on_path: set[int] = set()
-        cur: int | None = start
-        while cur is not None and not done[cur]:
-            if cur in on_path:
-                cyc = path[path.index(cur):]
-                shown = ", ".join(f"{ids[x]} ({names[x]!r})" for x in cyc[:8])
-                raise AdapterError(
-                    f"parent links form a cycle in trace {cols.trace_of(cur)}: "
-                    f"{shown}{' ...' if len(cyc) > 8 else ''} (each span is its own "
-                    "ancestor; the file is refused)", file=file,
-                    field=f"span {ids[cur]}.parentSpanId")
-            path.append(cur)
-            on_path.add(cur)
-            p = parents[cur]
-            cur = pos.get(p) if p else None
-        for x in path:
-            done[x] = 1
 
 
 def _icore_calls(spans: Iterable[OtelSpan]) -> list[dict[str, Any]]:

@@ -43,12 +43,13 @@ from typing import Any
 
 from icore._files import not_a_regular_file
 from icore.adapters._decl import (
+    OTEL_IMPORT,
     captain_agent_declaration,
     generic_declaration,
     magentic_one_declaration,
 )
 from icore.adapters._errors import AdapterError
-from icore.adapters._otel_import import ICORE_LIVE
+from icore.adapters._otel_import import ICORE_LIVE, OTEL
 from icore.adapters._results import (
     AuditResult,
     Finding,
@@ -72,6 +73,9 @@ def declaration_for(trace: Trace) -> DeclarationPackage:
         return magentic_one_declaration(trace.agents)
     if trace.family == CAPTAIN_AGENT:
         return captain_agent_declaration(trace.agents)
+    if trace.family == OTEL:
+        return generic_declaration(trace.agents, orchestrator=trace.orchestrator,
+                                   name=OTEL_IMPORT)
     return generic_declaration(trace.agents, orchestrator=trace.orchestrator)
 
 

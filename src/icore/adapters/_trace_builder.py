@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 from icore.adapters._decl import HUMAN
 from icore.adapters._evidence import answer_checkable, classify, output_facts, tool_facts
-from icore.adapters._jsonl import JSONL
 from icore.adapters._results import (
     Finding,
     StepEvents,
@@ -23,7 +22,7 @@ from icore.adapters._results import (
 )
 from icore.adapters._trace import Step, StepKind, Trace
 from icore.adapters._trace_places import DigestSet, NoteLog, OutputsSince
-from icore.adapters._whowhen import CAPTAIN_AGENT
+from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
 from icore.state import (
     AssertionKind,
     DeclarationPackage,
@@ -558,7 +557,8 @@ class _StepReader(_XWriter):
         (a first result, another one, an error, a refusal) makes asking the same again no
         repeat (a re-read, a retry); the same answer again, or none, leaves it one (a loop).
         """
-        facts = tool_facts(s.content, s.exitcode, plain=self.trace.family == JSONL)
+        facts = tool_facts(s.content, s.exitcode,  # "Code output:" is Who&When's rule
+                           plain=self.trace.family not in (MAGENTIC_ONE, CAPTAIN_AGENT))
         ev = self.event(s, "tool_output", s.agent, **facts)
         if not facts["error"] and not facts["empty"]:
             self.evidence += 1

@@ -32,6 +32,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import ToolMessage
 from langchain_core.outputs import LLMResult
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
+from langgraph.graph import END
 from langgraph.types import Command
 from pydantic import ValidationError
 
@@ -56,7 +57,7 @@ def mark_fenced(name: str, tool: Any) -> None:
     _FENCED_NAMES[name] = tool
 
 def _writes(out: Any) -> tuple[list[str], list[str]]:
-    """(keys written, goto targets) of a node's return value."""
+    """(keys written, handoff targets: ``goto`` but ``END``) of a node's return value."""
     items = out if isinstance(out, list | tuple) else [out]
     wrote: set[str] = set()
     goto: list[str] = []
@@ -67,7 +68,7 @@ def _writes(out: Any) -> tuple[list[str], list[str]]:
                 wrote.update(str(k) for k in up)
             elif isinstance(up, list | tuple):
                 wrote.update(str(k) for k, _ in up)
-            goto += _goto(o)
+            goto += _handoffs(o)
         elif isinstance(o, Mapping):
             wrote.update(str(k) for k in o)
     return sorted(wrote), goto
@@ -112,6 +113,16 @@ def _tool_messages(out: Any) -> Iterator[ToolMessage]:
 def _goto(cmd: Command[Any]) -> list[str]:
     targets = cmd.goto if isinstance(cmd.goto, list | tuple) else [cmd.goto]
     return [str(getattr(t, "node", t)) for t in targets if t]
+
+
+def _handoffs(cmd: Command[Any]) -> list[str]:
+    """The agents a ``Command`` hands off to: its ``goto`` targets but ``END``.
+
+    ``Command(goto=END)`` ends the run (its end is recorded by the graph run's end); it is
+    no instruction to an agent ``__end__`` (QA qa-new15c S3: that phantom agent held open
+    work that lowered astab and cq).
+    """
+    return [g for g in _goto(cmd) if g != END]
 
 
 def _command_text(cmd: Command[Any]) -> str:
@@ -521,7 +532,7 @@ class RecordingHandler(BaseCallbackHandler):
         agent, name, inputs = entry[1]
         if isinstance(output, Command):
             self.recorder.tool_call(agent, name, inputs, _command_text(output))
-            for g in _goto(output):
+            for g in _handoffs(output):
                 self.recorder.handoff(agent, g, f"{agent} -> {g} ({name})")
             return
         error = isinstance(output, ToolMessage) and output.status == "error"
