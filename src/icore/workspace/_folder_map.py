@@ -77,6 +77,29 @@ def samples(pattern: str) -> list[str]:
     return out
 
 
+def _recorded(entries: object, record: Path) -> dict[str, str]:
+    """One recorded map (a row's JSON object of pattern or key -> owner).
+
+    Raises:
+        WorkspaceError: the row is no such object (another program's row, a damaged
+            file): the maps recorded cannot be compared, so the open is refused (fields
+            ``record``, ``error``).
+    """
+    why = ""
+    try:
+        got = json.loads(entries) if isinstance(entries, str | bytes) else None
+    except (ValueError, RecursionError) as exc:
+        got, why = None, str(exc)[:200]
+    if isinstance(got, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                     for k, v in got.items()):
+        return got
+    raise WorkspaceError("a row of the folder's ownership record is no map of pattern or "
+                         "key -> owner: the maps recorded cannot be compared (fail closed)",
+                         record=str(record), error=why or f"got {repr(entries)[:80]}",
+                         fix="restore the record, or move it away when every process of "
+                         "the folder uses one ownership map")
+
+
 def _refusal(what: str, name: str, mine: str, theirs: str, folder: Path, *,
              seen: str = "as recorded") -> WorkspaceError:
     return WorkspaceError(
@@ -145,7 +168,7 @@ class FolderOwnership:
             db.execute(_SCHEMA)
             db.execute("BEGIN IMMEDIATE")
             try:
-                rows = [json.loads(e) for (e,) in db.execute("SELECT entries FROM maps")]
+                rows = [_recorded(e, path) for (e,) in db.execute("SELECT entries FROM maps")]
                 for other in rows:
                     self._compare(mine, other)
                 if not rows:  # a folder from before the record: what do its files hold?
@@ -157,7 +180,7 @@ class FolderOwnership:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
                 raise
-            return [r for r in rows if isinstance(r, dict)]
+            return rows
         except (sqlite3.Error, ValueError) as exc:
             if isinstance(exc, WorkspaceError):
                 raise
