@@ -44,6 +44,9 @@ def check_agent_id(agent: str) -> str:
 
 
 def _paths(certs_dir: str | os.PathLike[str], agent: str) -> tuple[Path, Path, Path]:
+    if not isinstance(certs_dir, str | os.PathLike) or "\x00" in os.fspath(certs_dir):
+        raise TeamManifestError(f"certs_dir must name a folder (a str or path without "
+                                f"NUL), got {certs_dir!r:.80}", field="certs_dir")
     d = Path(certs_dir)
     check_agent_id(agent)
     if d.exists() and not d.is_dir():
@@ -63,6 +66,8 @@ def server_context(certs_dir: str | os.PathLike[str], agent: str) -> ssl.SSLCont
         FileNotFoundError: the CA or the agent's pair is missing.
         AuthenticationError: a file is not a PEM certificate or key, or the certificate
             does not match the key (the message names the files).
+        TeamManifestError: ``certs_dir`` is no ``str`` or path (or holds a NUL), or the
+            agent id is invalid (:func:`check_agent_id`).
     """
     ca, crt, key = _paths(certs_dir, agent)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -84,6 +89,7 @@ def client_context(certs_dir: str | os.PathLike[str], agent: str) -> ssl.SSLCont
     Raises:
         FileNotFoundError: the CA or the agent's pair is missing.
         AuthenticationError: as :func:`server_context`.
+        TeamManifestError: as :func:`server_context`.
     """
     ca, crt, key = _paths(certs_dir, agent)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)

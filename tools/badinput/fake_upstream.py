@@ -8,7 +8,9 @@ UTF-8), ``wrong-id``, ``no-jsonrpc``, ``result-list``, ``error-string``, ``error
 (an error whose code is a string and message a number), ``huge`` (a 40 MB answer),
 ``deep`` (a 100,000-deep nesting), ``nan`` (a ``NaN`` token), ``twice`` (the answer
 sent two times), ``exit`` (the process exits), ``hang`` (never answers), ``null-id``,
-``stdout-close`` (closes stdout, keeps running), ``schema-*`` (odd ``tools/list`` schemas).
+``stdout-close`` (closes stdout, keeps running), ``schema-*`` (odd ``tools/list`` schemas),
+``progress-*`` (``notifications/progress`` with odd tokens or values before or after the
+answer, round 10: :data:`PROGRESS`).
 Only the standard library: the gateway's upstream is any program.
 """
 
@@ -55,6 +57,39 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
+def _progress(token: Any, how: str) -> list[bytes]:
+    """The ``notifications/progress`` lines of a ``progress-*`` behaviour (raw JSON text)."""
+    def note(params: str) -> bytes:
+        return b'{"jsonrpc": "2.0", "method": "notifications/progress", "params": ' + \
+            params.encode("utf-8", "surrogatepass") + b"}\n"
+    tok = json.dumps(token)
+    return {
+        "progress-echo": [note(f'{{"progressToken": {tok}, "progress": 1, "total": 2}}')],
+        "progress-nan": [note(f'{{"progressToken": {tok}, "progress": NaN}}')],
+        "progress-inf": [note(f'{{"progressToken": {tok}, "progress": 1e400}}')],
+        "progress-str": [note(f'{{"progressToken": {tok}, "progress": "half"}}')],
+        "progress-huge": [note(f'{{"progressToken": {tok}, "progress": 1, "message": '
+                               f'"{"x" * (10 << 20)}"}}')],
+        "progress-surrogate": [note(f'{{"progressToken": {tok}, "progress": 1, '
+                                    '"message": "\\ud800"}')],
+        "progress-unknown": [note('{"progressToken": "icore-progress-999999", '
+                                  '"progress": 1}')],
+        "progress-int-token": [note('{"progressToken": 1, "progress": 1}')],
+        "progress-no-token": [note('{"progress": 1}')],
+        "progress-params-list": [note("[1, 2]")],
+        "progress-deep": [note(f'{{"progressToken": {tok}, "progress": 1, "message": '
+                               + "[" * 50_000 + "]" * 50_000 + "}")],
+        "progress-flood": [note(f'{{"progressToken": {tok}, "progress": {i}}}')
+                           for i in range(5000)],
+    }[how]
+
+
+PROGRESS = ["progress-echo", "progress-nan", "progress-inf", "progress-str", "progress-huge",
+            "progress-surrogate", "progress-unknown", "progress-int-token",
+            "progress-no-token", "progress-params-list", "progress-deep", "progress-flood"]
+"""The ``progress-*`` behaviours of ``tools/call`` (before the answer; ``after-`` too)."""
+
+
 def _good(method: str, params: Any) -> Any:
     if method == "initialize":
         pv = params.get("protocolVersion", "2025-06-18") if isinstance(params, dict) else ""
@@ -99,7 +134,13 @@ def main() -> None:
             _out(text.encode("utf-8", "surrogatepass") + b"\n")
             continue
         good = {"jsonrpc": "2.0", "id": rid, "result": _good(method, msg.get("params"))}
-        if how == "garbage":
+        if how.removeprefix("after-").startswith("progress-"):
+            meta = (msg.get("params") or {}).get("_meta") or {}
+            lines = _progress(meta.get("progressToken", "none"), how.removeprefix("after-"))
+            answer = json.dumps(good).encode() + b"\n"
+            _out(answer + b"".join(lines) if how.startswith("after-") else
+                 b"".join(lines) + answer)
+        elif how == "garbage":
             _out(b"this is not JSON-RPC\n")
         elif how == "nonutf8":
             _out(b'{"jsonrpc": "2.0", "id": ' + json.dumps(rid).encode() +

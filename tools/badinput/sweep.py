@@ -35,6 +35,7 @@ from . import (
     round7,
     round8,
     round9,
+    round10,
     surfaces,
 )
 from .cases import SECRET, Builder, Case
@@ -196,6 +197,7 @@ def build(work: Path, seed: int, per_format: int, per_manifest: int) -> list[Cas
     round7.all_families(b, work)
     round8.all_families(b, work)
     round9.all_families(b, work)
+    round10.all_families(b, work)
     return b.cases
 
 
@@ -214,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                     "fargs/,approv/,recrep/,clic/,gwman/,conc6/; round 7: "
                     "sdkst/,truthy/,bignum/,tgraph/,ybomb/,mcpargs/; round 8: "
                     "dgst/,aopt/,gwask/,elicit/,mfmt/,seam8/; round 9: fence9/,store9/,"
-                    "gwstore9/,chain9/)")
+                    "gwstore9/,chain9/; round 10: att10/,own10/,tcp10/,claims10/,aud10/)")
     ap.add_argument("--json", type=Path, default=None, help="write every result here")
     ap.add_argument("--inproc", type=int, default=0, metavar="N",
                     help="instead: N sampled (path, value) mutations per importer, "

@@ -58,7 +58,7 @@ from icore.mcp._gateway_resources import Route, _invalid, _Resources
 from icore.mcp._gateway_upstream_errors import no_answer, refused_by_upstream
 from icore.mcp._replans import Replans
 from icore.mcp._session_log import GatewayTrace, undelivered
-from icore.mcp._shared_writes import Claims, WriterGone
+from icore.mcp._shared_writes import Claims, ClaimsUnavailable, WriterGone
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_answer import garbage_text, upstream_refused
 from icore.mcp._upstream_failed import UpstreamError
@@ -195,6 +195,9 @@ class _ToolCalls:
                 return self._refuse(view, name, args, task, "write_unknown",
                                     list(spec.depends_on), detail="a gateway that died was "
                                     f"writing {', '.join(exc.keys)}", extra={"keys": exc.keys})
+            except ClaimsUnavailable as exc:  # cannot tell who writes D(a): fail closed
+                return self._refuse(view, name, args, task, "claims_unavailable",
+                                    list(spec.depends_on), detail=str(exc))
         return await run_detached(self.gw, ctx, view.sid, lambda d: self._run(
             ctx, view, name, args, spec, task, route, params, ex, d),
             lambda: self.claims.leave(claim))

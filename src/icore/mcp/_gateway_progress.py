@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -115,7 +116,8 @@ class ProgressRelay:
 
         Returns:
             True when ``message`` is a ``notifications/progress`` (relayed, or dropped when
-            no call of ``upstream`` in flight handed out its token); False for any other
+            no call of ``upstream`` in flight handed out its token, or its ``progress`` or
+            ``total`` is no finite number: JSON cannot carry it); False for any other
             notification (the caller handles it). A client that cannot be reached within
             :data:`SEND_TIMEOUT_S` misses that notification; the call goes on.
         """
@@ -125,6 +127,10 @@ class ProgressRelay:
         route = self._routes.get(str(params.progress_token))
         if route is None or route.upstream != upstream:
             log.debug("upstream %s: progress for no call in flight dropped", upstream)
+            return True
+        if not all(math.isfinite(x) for x in (params.progress, params.total)
+                   if x is not None):  # 1e400: no JSON number says it (sent as null)
+            log.debug("upstream %s: progress that is no finite number dropped", upstream)
             return True
         session = route.ctx.session
         try:

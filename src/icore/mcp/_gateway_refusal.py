@@ -58,6 +58,10 @@ HINT = {
     "a call of it that writes facts this call depends on was in flight, so that write's "
     "outcome is unknown and this call was not made (fail closed). Read the facts this "
     "call depends on again (named in Detail), plan from them and call again",
+    "claims_unavailable": "the write claims this gateway shares with the other gateways "
+    "of its store could not be read, so whether another gateway is writing the facts this "
+    "call depends on cannot be told, and the call was not made (fail closed). Try again "
+    "later; if it persists, report it to the operator (the file is named in Detail)",
     "not_owner": "only a fact's owner writes it (planfence's owner rule), and this "
     "session does not speak for the owner. Do not retry; the operator can allow it (see "
     "Detail)",

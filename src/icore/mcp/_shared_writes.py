@@ -69,6 +69,15 @@ class WriterGone(Exception):
         self.keys = list(keys)
 
 
+class ClaimsUnavailable(GatewayError):
+    """The shared write claims cannot be looked at (#29, round 10): the call is refused.
+
+    The claims file damaged or another program's, locked past 10 s, a lock file that is
+    a folder, a link loop or unreadable: whether another gateway writes the call's D(a)
+    cannot be told, so the call is not made (fail closed). Fields: ``file``, ``error``.
+    """
+
+
 class SharedWrites:
     """The write claims of the gateways whose claims live in ``folder`` (see module).
 
@@ -116,13 +125,18 @@ class SharedWrites:
 
         Raises:
             WriterGone: a claim on ``deps`` was held by a gateway that died.
-            sqlite3.Error: the claims database failed.
+            ClaimsUnavailable: the claims cannot be read or written (nothing claimed).
         """
         delay, told = _POLL_S[0], False
         while True:
             # inline, as the SQLite store answers the gate: one short transaction (no await
             # inside it, so a claim made is always returned)
-            got = self._try(list(deps), list(writes))
+            try:
+                got = self._try(list(deps), list(writes))
+            except (sqlite3.Error, OSError, RecursionError) as exc:
+                where = getattr(exc, "filename", None) or self.db
+                raise ClaimsUnavailable(f"cannot look at the gateways' write claims: {exc}",
+                                        file=str(where), error=type(exc).__name__) from None
             if not isinstance(got, list):
                 return got
             if not told and waiting is not None:
@@ -226,7 +240,7 @@ def _decode(text: str) -> list[Pattern]:
     try:
         got = json.loads(text)
         return [(str(t), bool(g)) for t, g in got]
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return [("*", True)]  # unreadable: errs towards waiting
 
 

@@ -96,16 +96,39 @@ def samples(pattern: str) -> list[str]:
     return out
 
 
-def recorded_maps(db: sqlite3.Connection) -> list[dict[str, str]]:
+def _recorded(entries: object, record: Path) -> dict[str, str]:
+    """One recorded map (a row's JSON object of pattern or key -> owner).
+
+    Raises:
+        WorkspaceError: the row is no such object (another program's row, a damaged
+            file): the maps recorded cannot be compared, so the open is refused (fields
+            ``record``, ``error``).
+    """
+    why = ""
+    try:
+        got = json.loads(entries) if isinstance(entries, str | bytes) else None
+    except (ValueError, RecursionError) as exc:
+        got, why = None, str(exc)[:200]
+    if isinstance(got, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                     for k, v in got.items()):
+        return got
+    raise WorkspaceError("a row of the folder's ownership record is no map of pattern or "
+                         "key -> owner: the maps recorded cannot be compared (fail closed)",
+                         record=str(record), error=why or f"got {repr(entries)[:80]}",
+                         fix="restore the record, or move it away when every process of "
+                         "the folder uses one ownership map")
+
+
+def recorded_maps(db: sqlite3.Connection, record: Path) -> list[dict[str, str]]:
     """The recorded maps with every re-assignment applied in order (in a transaction).
 
     Raises:
-        sqlite3.Error / ValueError: the record cannot be read (the caller names it).
+        WorkspaceError: a row is no map of pattern or key -> owner (:func:`_recorded`).
+        sqlite3.Error: the record cannot be read (the caller names it).
     """
     db.execute(_SCHEMA)
     db.execute(RETIRED_SCHEMA)
-    maps = [m for (e,) in db.execute("SELECT entries FROM maps")
-            if isinstance(m := json.loads(e), dict)]
+    maps = [_recorded(e, record) for (e,) in db.execute("SELECT entries FROM maps")]
     for pattern, old, new in db.execute(
             "SELECT pattern, old_owner, new_owner FROM retired ORDER BY n"):
         for m in maps:
@@ -251,7 +274,7 @@ class FolderOwnership:
             db.execute(RETIRED_SCHEMA)
             db.execute("BEGIN IMMEDIATE")
             try:
-                rows = recorded_maps(db)
+                rows = recorded_maps(db, path)
                 for other in rows:
                     compare_maps(mine, other, self.folder)
                 if not rows:  # a folder from before the record: what do its files hold?

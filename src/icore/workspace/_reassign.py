@@ -204,7 +204,7 @@ def reassign_owner(directory: str | os.PathLike[str], pattern: str | Sequence[st
 
 def _reassign(db: sqlite3.Connection, folder: Path, entries: list[str], to: str
               ) -> Reassignment:
-    maps = recorded_maps(db)
+    maps = recorded_maps(db, folder / RECORD_NAME)
     olds: dict[str, str] = {}
     for p in entries:
         named = sorted({m[p] for m in maps if p in m} - {to})

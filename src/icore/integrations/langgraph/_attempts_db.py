@@ -14,18 +14,28 @@ to how it ended after; a re-run finding ``started`` (the process died mid-call) 
 ``unknown`` is refused ``earlier_outcome_unknown``, a ``ran`` one gets the recorded
 answer. Nothing durable configured (an in-memory workspace and checkpointer): nothing is
 written, the per-process memory alone answers.
+
+A file that cannot serve (not a database, a folder in its place, another program's
+``attempts`` table, read-only, locked past 30 s) is a :class:`~icore.errors.StoreError`
+naming it, raised before the tool's body runs (fail closed: nothing ran). A row that
+cannot be read back (a value that is no JSON, or no text) is taken for an attempt whose
+outcome is unknown (refused, never run again). A failed write of how an attempt ended
+(after the body ran) is logged naming the file: the row stays ``started``, so a resumed
+step is refused outcome unknown, never run twice (#29, round 10).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
+from icore.errors import StoreError
 from icore.integrations._call_ledger import RAN, REFUSED, STARTED, UNKNOWN, Earlier
 from icore.integrations._rerun import RETRY_UNKNOWN, check_first
 from icore.integrations.langgraph._branches import Step
@@ -34,6 +44,7 @@ from icore.memory import SQLiteStore
 FILE_NAME = "icore-attempts.sqlite"
 """The file of :class:`AttemptsFile` in the app's SQLite folder."""
 _OPAQUE = "opaque"  # a result that is not JSON: kept as its text
+log = logging.getLogger("icore.integrations")
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS attempts (key TEXT PRIMARY KEY, tool TEXT NOT NULL, "
            "thread TEXT, tool_call_id TEXT, how TEXT NOT NULL, kind TEXT, value TEXT)")
 
@@ -68,18 +79,35 @@ class AttemptsFile:
         path: the SQLite file (created with its table when missing).
 
     Raises:
-        sqlite3.Error: the file cannot be opened or its table created.
+        StoreError: the file cannot be opened or its table created or used (not a
+            database, a folder, another program's ``attempts`` table; field ``path``).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout = 30000")
-        # a commit survives the process (kill -9), the threat here; no fsync per call
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(str(path), check_same_thread=False,
+                                       isolation_level=None)
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            raise self._failed("cannot open", exc) from None
+        try:
+            self._db.execute("PRAGMA busy_timeout = 30000")
+            # a commit survives the process (kill -9), the threat here; no fsync per call
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.execute(_SCHEMA)
+            self._db.execute("SELECT key, tool, thread, tool_call_id, how, kind, value "
+                             "FROM attempts LIMIT 0")  # another program's table: refused
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise self._failed("cannot use", exc) from None
+
+    def _failed(self, what: str, exc: BaseException) -> StoreError:
+        return StoreError(f"{what} the fenced calls' attempts file: {exc}",
+                          path=str(self.path), fix="move the file away (it keeps only the "
+                          "attempts of calls in flight) or make it writable; no tool "
+                          "body ran")
 
     def close(self) -> None:
         """Close the connection (the files :func:`attempts_in` hands out stay open)."""
@@ -87,44 +115,76 @@ class AttemptsFile:
             self._db.close()
 
     def get(self, key: str) -> Earlier | None:
-        """The attempt recorded under ``key`` (None: none)."""
-        with self._lock:
-            row = self._db.execute("SELECT how, kind, value FROM attempts WHERE key = ?",
-                                   (key,)).fetchone()
+        """The attempt recorded under ``key`` (None: none).
+
+        A row that cannot be read back is an attempt whose outcome is unknown.
+
+        Raises:
+            StoreError: the file cannot be read (field ``path``).
+        """
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT how, kind, value FROM attempts WHERE key = ?",
+                                       (key,)).fetchone()
+        except sqlite3.Error as exc:
+            raise self._failed("cannot read", exc) from None
         if row is None:
             return None
         how, kind, value = row
-        if how in (RAN, REFUSED) and value is not None:
-            return Earlier(how, value if kind == _OPAQUE else json.loads(value))
-        return Earlier(how if how in (RAN, REFUSED, UNKNOWN) else STARTED, value)
+        damaged = Earlier(UNKNOWN, f"its row in {self.path.name} cannot be read back")
+        if how in (RAN, REFUSED):
+            if value is None:
+                return Earlier(how, None)
+            if not isinstance(value, str):
+                return damaged
+            if kind == _OPAQUE:
+                return Earlier(how, value)
+            try:
+                return Earlier(how, json.loads(value))
+            except (ValueError, RecursionError):
+                return damaged
+        if not isinstance(value, str | None):
+            return damaged
+        return Earlier(UNKNOWN if how == UNKNOWN else STARTED, value)
 
     def start(self, key: str, tool: str, thread: Any, call_id: str | None) -> None:
         """Commit ``key`` as :data:`STARTED` (before the body runs; a kill leaves it).
 
         Raises:
-            sqlite3.Error: the row cannot be written (the body must not run).
+            StoreError: the row cannot be written (the body must not run; field ``path``).
         """
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, NULL, NULL)",
-                (key, tool, None if thread is None else str(thread), call_id, STARTED))
+        try:
+            with self._lock:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, NULL, NULL)",
+                    (key, tool, None if thread is None else str(thread), call_id, STARTED))
+        except sqlite3.Error as exc:
+            raise self._failed("cannot write", exc) from None
 
     def settle(self, key: str, earlier: Earlier | None) -> None:
-        """Record how ``key``'s attempt ended (None: forget it; nothing of it ran)."""
-        with self._lock:
-            if earlier is None:
-                self._db.execute("DELETE FROM attempts WHERE key = ?", (key,))
-                return
-            kind, value = None, earlier.value
-            if earlier.how in (RAN, REFUSED):
-                try:
-                    value = json.dumps(value)
-                except (TypeError, ValueError):
-                    kind, value = _OPAQUE, str(value)
-            elif value is not None:
-                value = str(value)
-            self._db.execute("UPDATE attempts SET how = ?, kind = ?, value = ? WHERE key = ?",
-                             (earlier.how, kind, value, key))
+        """Record how ``key``'s attempt ended (None: forget it; nothing of it ran).
+
+        A failed write is logged (the row stays ``started``: a resumed step is refused
+        outcome unknown); this process's step memory still answers.
+        """
+        kind, value = None, None if earlier is None else earlier.value
+        if earlier is not None and earlier.how in (RAN, REFUSED):
+            try:
+                value = json.dumps(value)
+            except (TypeError, ValueError, RecursionError):
+                kind, value = _OPAQUE, str(value)
+        elif value is not None:
+            value = str(value)
+        try:
+            with self._lock:
+                if earlier is None:
+                    self._db.execute("DELETE FROM attempts WHERE key = ?", (key,))
+                else:
+                    self._db.execute("UPDATE attempts SET how = ?, kind = ?, value = ? "
+                                     "WHERE key = ?", (earlier.how, kind, value, key))
+        except sqlite3.Error as exc:
+            log.error("how a fenced call ended was not written to %s (%s): a resumed step "
+                      "refuses it as outcome unknown", self.path, exc)
 
 
 _FILES: dict[Path, AttemptsFile] = {}

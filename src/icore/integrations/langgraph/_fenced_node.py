@@ -414,7 +414,7 @@ class _Fenced:
         the call's key in it; None outside a graph step or without a tool-call id.
 
         Raises:
-            sqlite3.Error: the attempts file cannot be opened.
+            StoreError: the attempts file cannot be opened or used (field ``path``).
         """
         key = durable_key(step)
         if key is None:

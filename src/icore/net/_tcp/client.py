@@ -21,6 +21,7 @@ import ssl
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
+from icore.errors import TeamManifestError
 from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadReply
 from icore.net._commitwire import encode_commit
 from icore.net._errors import (
@@ -71,6 +72,31 @@ class _Opening:
         self.waiters = 0
 
 
+def check_addresses(addresses: Any) -> dict[str, tuple[str, int]]:
+    """``addresses`` as a dict of owner id -> ``(host, port)``, checked (#29, round 10).
+
+    Raises:
+        TeamManifestError: not a mapping, or an entry is not a pair of a host (a
+            non-empty ``str``) and a port (an ``int`` in 0..65535) (fields ``field``,
+            ``owner``): refused before any connection, not at the first call.
+    """
+    if not isinstance(addresses, Mapping):
+        raise TeamManifestError("addresses must map each owner id to (host, port), got "
+                                f"{type(addresses).__name__}", field="addresses")
+    out: dict[str, tuple[str, int]] = {}
+    for owner, addr in addresses.items():
+        ok = isinstance(addr, tuple | list) and len(addr) == 2
+        host, port = addr if ok else (None, None)
+        if not (ok and isinstance(owner, str) and isinstance(host, str) and host
+                and "\x00" not in host and isinstance(port, int)
+                and not isinstance(port, bool) and 0 <= port <= 65535):
+            raise TeamManifestError(f"addresses[{owner!r:.80}] must be (host, port): a "
+                                    "host name and an int port in 0..65535, got "
+                                    f"{addr!r:.80}", field="addresses", owner=repr(owner)[:80])
+        out[owner] = (host, port)
+    return out
+
+
 class OwnerClient:
     """Async owner access over mutually authenticated TCP (:class:`AsyncOwnerAccess`).
 
@@ -86,6 +112,10 @@ class OwnerClient:
         path: network model to apply to this client's traffic (None: raw loopback).
         inline_max_bytes: ask owners to inline changed head records up to this size.
         max_frame_bytes: largest accepted frame.
+
+    Raises:
+        TeamManifestError: ``addresses`` is no map of owner -> (host, port)
+            (:func:`check_addresses`).
     """
 
     bounds_timeouts = True
@@ -96,7 +126,7 @@ class OwnerClient:
                  ssl_context: ssl.SSLContext, new_connection_per_rpc: bool = False,
                  path: PathModel | None = None, inline_max_bytes: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
-        self.addresses = dict(addresses)
+        self.addresses = check_addresses(addresses)
         self.identity = identity
         self.ssl_context = ssl_context
         self.new_connection_per_rpc = new_connection_per_rpc

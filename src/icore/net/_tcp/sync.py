@@ -19,7 +19,7 @@ from icore.memory import DEFAULT_TIMEOUT_S, FROM_PARENTS, ExpectedHead, HeadRepl
 from icore.net._protocol import MAX_FRAME_BYTES, CommitAck
 from icore.net._stats import TrafficStats
 from icore.net._tcp.channel import PathModel
-from icore.net._tcp.client import OwnerClient
+from icore.net._tcp.client import OwnerClient, check_addresses
 from icore.net._tcp.server import OwnerServer, check_port
 from icore.records import Record, RecordId
 
@@ -38,6 +38,7 @@ class SyncOwnerClient:
                  ssl_context: ssl.SSLContext, new_connection_per_rpc: bool = False,
                  path: PathModel | None = None, inline_max_bytes: int = 0,
                  max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        addresses = check_addresses(addresses)  # before the thread starts
         self._lt = _LoopThread(f"icore-client-{identity}")
         path_ = path
 
