@@ -107,7 +107,8 @@ PINNED = {
         "ApprovalBook", "ApprovalRequest", "Approver", "AsyncUserReplanner", "Call", "CallRefused",
         "FactNotWritten", "ReplanFailed", "RunningCall", "Scope", "Stale", "UserReplanner",
         "Verdict", "Workspace", "WorkspaceError", "arg_fault", "bad_args_hint", "read_answer",
-        "running_call", "check_first", "unknown_outcome_text",
+        "running_call", "check_first", "unknown_outcome_text", "ALREADY_RAN", "CALL_RUNNING",
+        "EARLIER_UNKNOWN", "NoEffect",
     ],
     "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],
     "icore.integrations.langgraph": [
