@@ -221,7 +221,8 @@ class AttemptsFile:
                                (key, tool, STARTED, self.holder, time.time()))
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):  # none open when COMMIT failed
+                    db.execute("ROLLBACK")
                 raise
             if found is None and tool is not None:
                 self._claims += 1

@@ -13,15 +13,21 @@ mode) or of the :class:`~icore.memory.SQLiteStore` under the graph's
 to how it ended after; a re-run finding ``started`` (the process died mid-call) or
 ``unknown`` is refused ``earlier_outcome_unknown``, a ``ran`` one gets the recorded
 answer. Nothing durable configured (an in-memory workspace and checkpointer): nothing is
-written, the per-process memory alone answers.
+written, the per-process memory alone answers. Rows older than :data:`KEEP_S` and
+finished ones beyond :data:`KEEP_ROWS` are pruned (when the file is opened and every 256
+calls, #30). In agent mode on a ``Workspace.sqlite`` folder the call is also claimed in
+the workspace's ``calls`` table of the same file (``Agent.execute``'s ``call_id``), which
+orders two processes resuming one thread: the second is refused ``call_running``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -35,7 +41,13 @@ FILE_NAME = "icore-attempts.sqlite"
 """The file of :class:`AttemptsFile` in the app's SQLite folder."""
 _OPAQUE = "opaque"  # a result that is not JSON: kept as its text
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS attempts (key TEXT PRIMARY KEY, tool TEXT NOT NULL, "
-           "thread TEXT, tool_call_id TEXT, how TEXT NOT NULL, kind TEXT, value TEXT)")
+           "thread TEXT, tool_call_id TEXT, how TEXT NOT NULL, kind TEXT, value TEXT, "
+           "at REAL)")
+KEEP_S = 7 * 24 * 3600.0
+"""Seconds a step's call is kept (7 days; the workspace's ``calls`` table keeps as long)."""
+KEEP_ROWS = 10_000
+"""Most finished calls kept (the oldest pruned first)."""
+_PRUNE_EVERY = 256
 
 
 def durable_key(step: Hashable | None) -> str | None:
@@ -80,6 +92,25 @@ class AttemptsFile:
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute(_SCHEMA)
+        with contextlib.suppress(sqlite3.OperationalError):  # a file from before #30
+            self._db.execute("ALTER TABLE attempts ADD COLUMN at REAL")
+        self._db.execute("UPDATE attempts SET at = ? WHERE at IS NULL", (time.time(),))
+        self._starts = 0
+        self.prune()
+
+    def prune(self, now: float | None = None) -> None:
+        """Drop calls older than :data:`KEEP_S` and finished ones beyond :data:`KEEP_ROWS`.
+
+        ``now``: seconds since the epoch (default: the wall clock). A call of a step not
+        resumed for 7 days is forgotten: its re-run is gated as new.
+        """
+        old = (time.time() if now is None else now) - KEEP_S
+        with self._lock:
+            self._db.execute("DELETE FROM attempts WHERE at < ?", (old,))
+            self._db.execute(
+                "DELETE FROM attempts WHERE how != ? AND key NOT IN (SELECT key FROM "
+                "attempts WHERE how != ? ORDER BY at DESC LIMIT ?)",
+                (STARTED, STARTED, KEEP_ROWS))
 
     def close(self) -> None:
         """Close the connection (the files :func:`attempts_in` hands out stay open)."""
@@ -106,8 +137,12 @@ class AttemptsFile:
         """
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, NULL, NULL)",
-                (key, tool, None if thread is None else str(thread), call_id, STARTED))
+                "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)",
+                (key, tool, None if thread is None else str(thread), call_id, STARTED,
+                 time.time()))
+            self._starts += 1
+        if self._starts % _PRUNE_EVERY == 0:
+            self.prune()
 
     def settle(self, key: str, earlier: Earlier | None) -> None:
         """Record how ``key``'s attempt ended (None: forget it; nothing of it ran)."""
@@ -123,8 +158,8 @@ class AttemptsFile:
                     kind, value = _OPAQUE, str(value)
             elif value is not None:
                 value = str(value)
-            self._db.execute("UPDATE attempts SET how = ?, kind = ?, value = ? WHERE key = ?",
-                             (earlier.how, kind, value, key))
+            self._db.execute("UPDATE attempts SET how = ?, kind = ?, value = ?, at = ? "
+                             "WHERE key = ?", (earlier.how, kind, value, time.time(), key))
 
 
 _FILES: dict[Path, AttemptsFile] = {}
@@ -160,5 +195,5 @@ def attempts_in(folder: Path | None) -> AttemptsFile | None:
         return got
 
 
-__all__ = ["FILE_NAME", "AttemptsFile", "attempts_in", "durable_key", "folder_of",
-           "stopped_message"]
+__all__ = ["FILE_NAME", "KEEP_ROWS", "KEEP_S", "AttemptsFile", "attempts_in", "durable_key",
+           "folder_of", "stopped_message"]
