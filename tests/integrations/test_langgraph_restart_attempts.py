@@ -249,3 +249,29 @@ def test_durable_key_is_the_step_keys_identity(thread: str, cid: str, ckpt: str,
     assert key(args, 1) == key(args, 7) is not None
     assert (key(args, 1) == key(other, 1)) == (canon(args) == canon(other))
     assert durable_key(None) is None and durable_key(((thread, cid), None, "{}")) is None
+
+
+def test_attempts_are_pruned_by_age_and_count(tmp_path: Path) -> None:
+    """#30: a started row no longer stays forever, finished rows do not accumulate."""
+    from icore.integrations.langgraph import _attempts_db
+
+    f = AttemptsFile(tmp_path / FILE_NAME)
+    try:
+        f.start("old", "dispatch", "t1", "d0")  # a process killed mid-call, long ago
+        for i in range(3):
+            f.start(f"k{i}", "dispatch", "t1", f"d{i}")
+            f.settle(f"k{i}", Earlier(RAN, i))
+        with closing(sqlite3.connect(tmp_path / FILE_NAME)) as db, db:
+            db.execute("UPDATE attempts SET at = at - ? WHERE key = 'old'",
+                       (_attempts_db.KEEP_S + 60,))
+        f.prune()
+        assert f.get("old") is None and f.get("k2") == Earlier(RAN, 2)
+        keep = _attempts_db.KEEP_ROWS
+        _attempts_db.KEEP_ROWS = 2  # the newest two finished calls stay
+        try:
+            f.prune()
+        finally:
+            _attempts_db.KEEP_ROWS = keep
+        assert [f.get(f"k{i}") is not None for i in range(3)] == [False, True, True]
+    finally:
+        f.close()

@@ -10,24 +10,12 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from icore.workspace import NoEffect
+
 OPEN_FAILURES: tuple[type[BaseException], ...] = (asyncio.CancelledError, TimeoutError,
                                                   KeyboardInterrupt)
 """Exceptions that stop a tool mid-call, leaving its effect open (it may have had it): a
 cancellation (an ``asyncio`` Ctrl-C), a timeout, a Ctrl-C in a sync tool (#29)."""
-
-
-class NoEffect(Exception):
-    """Raised by a fenced tool's body to say the call failed and had no effect.
-
-    Any other exception from a body the gate authorized and started leaves the call's
-    outcome unknown (it may have made its effect before it raised: a booking committed,
-    then a connection reset): recorded ``may_have_run: true``, counted ``outcome
-    unknown`` by ``icore audit`` (``--fail-on unknown`` fails). Raise ``NoEffect`` (or
-    a subclass) only when the tool knows nothing was done (``raise NoEffect("card
-    declined") from exc``): recorded ``may_have_run: false``, counted ``failed after
-    authorization``. LangGraph, the OpenAI Agents SDK, AG2 and CrewAI fenced tools read
-    it alike; the framework then treats it as any exception of the tool.
-    """
 
 
 def leaves_open(exc: BaseException | None) -> bool:

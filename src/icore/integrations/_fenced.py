@@ -420,7 +420,7 @@ class FenceGuard:
             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
             approve: Approver | None = None, ask: Approver | None = None,
             recorder: RunRecorder | None = None, call_id: Any = None,
-            caller: str | None = None) -> Gated:
+            caller: str | None = None, durable: str | None = None) -> Gated:
         """Gate one call of the sync tool ``fn(**args)``.
 
         Agent mode: ``args`` are the normalised arguments, ``roots`` is ignored, ``turn``
@@ -434,7 +434,9 @@ class FenceGuard:
         id) attributes the recorded call to the agent whose model turn asked for it
         (:meth:`RunRecorder.caller`) rather than to the workspace agent; ``caller`` names
         that agent directly when the framework says who made the call (CrewAI's tool
-        hook).
+        hook). ``durable`` (agent mode) names the call across a restart (the model's
+        tool-call id): on a ``Workspace.sqlite`` folder its first attempt is kept on disk
+        (:meth:`icore.workspace.Agent.execute`'s ``call_id``).
 
         Returns:
             :class:`Gated`; the tool ran only when ``executed``.
@@ -453,13 +455,14 @@ class FenceGuard:
         with one_call(), claimed(self.depends_on, self.writes, args, tool=name):
             return self._run(name, fn, args, roots, turn=turn, normalize=normalize,
                              approve=approve, ask=ask, recorder=recorder, call_id=call_id,
-                             caller=caller)
+                             caller=caller, durable=durable)
 
     def _run(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
              roots: Sequence[RecordId] | None, *, turn: Any,
              normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
              approve: Approver | None, ask: Approver | None,
-             recorder: RunRecorder | None, call_id: Any, caller: str | None) -> Gated:
+             recorder: RunRecorder | None, call_id: Any, caller: str | None,
+             durable: str | None = None) -> Gated:
         if self.handle is not None:
             self._scope_checked(args)
             check_fits(name, fn, args)
@@ -468,7 +471,7 @@ class FenceGuard:
                                            depends_on=self.depends_on,
                                            replan=self.replan,  # type: ignore[arg-type]
                                            turn=turn, normalize=normalize, approve=ask,
-                                           check=approve)
+                                           check=approve, call_id=durable)
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller, args)
@@ -487,20 +490,21 @@ class FenceGuard:
                    normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
                    approve: Approver | None = None, ask: Approver | None = None,
                    recorder: RunRecorder | None = None, call_id: Any = None,
-                   caller: str | None = None) -> Gated:
+                   caller: str | None = None, durable: str | None = None) -> Gated:
         """Gate one call of ``fn(**args)`` (sync or ``async def``); see :meth:`run`."""
         with one_call():  # D(a) asked once for the whole call
             async with aclaimed(self.depends_on, self.writes, args, tool=name):
                 return await self._arun(name, fn, args, roots, turn=turn,
                                         normalize=normalize, approve=approve, ask=ask,
-                                        recorder=recorder, call_id=call_id, caller=caller)
+                                        recorder=recorder, call_id=call_id, caller=caller,
+                                        durable=durable)
 
     async def _arun(self, name: str, fn: Callable[..., Any], args: Mapping[str, Any],
                     roots: Sequence[RecordId] | None, *, turn: Any,
                     normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
                     approve: Approver | None, ask: Approver | None,
-                    recorder: RunRecorder | None, call_id: Any, caller: str | None
-                    ) -> Gated:
+                    recorder: RunRecorder | None, call_id: Any, caller: str | None,
+                    durable: str | None = None) -> Gated:
         if self.handle is not None:
             self._scope_checked(args)
             check_fits(name, fn, args)
@@ -508,7 +512,8 @@ class FenceGuard:
                 call = await self.handle.aexecute(
                     name, self._body(name, fn, recorder), args, depends_on=self.depends_on,
                     replan=self.replan,  # type: ignore[arg-type]
-                    turn=turn, normalize=normalize, approve=ask, check=approve)
+                    turn=turn, normalize=normalize, approve=ask, check=approve,
+                    call_id=durable)
             except ReplanFailed as exc:
                 raise self._failed_call(name, exc, recorder, call_id, caller) from exc.__cause__
             return self._finish_call(name, call, recorder, call_id, caller, args)

@@ -14,9 +14,9 @@ its next message paid again). Pure: no I/O.
 from __future__ import annotations
 
 from icore.integrations._failed import leaves_open
-from icore.workspace import check_first, unknown_outcome_text
+from icore.workspace import EARLIER_UNKNOWN, check_first, unknown_outcome_text
 
-RETRY_UNKNOWN = "earlier_outcome_unknown"
+RETRY_UNKNOWN = EARLIER_UNKNOWN
 """The reason of a call refused because the same call's earlier attempt (same model
 message) failed with its outcome unknown."""
 

@@ -440,7 +440,20 @@ class FactBook:
         scope, dset = got
         before = view.agent.seen()  # a snapshot (a new dict)
         n0 = len(view.agent.log)
-        call = await view.agent.aexecute(tool, forward, args, depends_on=scope, turn=turn)
+        failed: list[BaseException] = []
+
+        async def forwarded(**a: Any) -> Any:
+            # the upstream's failure is the gateway's to answer ("may have run"), raised
+            # to the caller as before: the session's reads are not spent by it (#30)
+            try:
+                return await forward(**a)
+            except BaseException as exc:
+                failed.append(exc)
+                return None
+
+        call = await view.agent.aexecute(tool, forwarded, args, depends_on=scope, turn=turn)
+        if failed:
+            raise failed[0]
         # this call's decisions: its result's (one or two), without copying the session's
         # whole decision log on every call
         decisions = call.result.decisions if call.result is not None \

@@ -49,6 +49,7 @@ from icore.workspace._call import (
     UserReplanner,
     running_call,
 )
+from icore.workspace._durable_calls import ALREADY_RAN, CALL_RUNNING, EARLIER_UNKNOWN
 from icore.workspace._errors import FactNotWritten, ReplanFailed, WorkspaceError
 from icore.workspace._keys import (
     GLOB_CHARS,
@@ -59,16 +60,19 @@ from icore.workspace._keys import (
     unwritten_hint,
 )
 from icore.workspace._reassign import Reassignment, ownership_record, reassign_owner
-from icore.workspace._unknown import check_first, unknown_outcome_text
+from icore.workspace._unknown import NoEffect, check_first, unknown_outcome_text
 from icore.workspace._workspace import FACT_TYPE, Workspace
 
 __all__ = [
     "ACTION_PREFIX",
+    "ALREADY_RAN",
     "APPROVAL_CHANGED",
     "APPROVAL_FIELD",
     "ARGS_NOT_JSON",
     "ARGS_TOO_LARGE",
+    "CALL_RUNNING",
     "DECLINE",
+    "EARLIER_UNKNOWN",
     "FACT_TYPE",
     "GLOB_CHARS",
     "MISSING",
@@ -83,6 +87,7 @@ __all__ = [
     "Call",
     "CallRefused",
     "FactNotWritten",
+    "NoEffect",
     "Reassignment",
     "ReplanFailed",
     "RunningCall",

@@ -46,12 +46,7 @@ from icore.fence import (
 )
 from icore.memory import MemoryStore, OwnerAccess, OwnershipMap, Store
 from icore.records import JSONValue, Record, RecordId
-from icore.workspace._agent_exec import (
-    _Execution,
-    check_basis_args,
-    checked_args,
-    checked_rid,
-)
+from icore.workspace._agent_exec import _Execution
 from icore.workspace._approval import (
     AnsweredFirst,
     ApprovalBook,
@@ -65,6 +60,8 @@ from icore.workspace._call import (
     Scope,
     UserReplanner,
 )
+from icore.workspace._call_checks import check_basis_args, checked_args, checked_rid
+from icore.workspace._durable_calls import claimer
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._keys import MISSING, _Missing, detached
 from icore.workspace._scopes import RunScopes, ScopeSource
@@ -226,7 +223,8 @@ class Agent(RunScopes):
         self._exec = _Execution(self.fence, basis=self._basis, read_in=self._read_in,
                                 new_action=self._new_action, note=self._note,
                                 lock=self._lock, lookup=self._lookup, scope=self.call_scope,
-                                spent=Spent(self._seen, self._turns, self._lock))
+                                spent=Spent(self._seen, self._turns, self._lock),
+                                claims=claimer(workspace, name))
 
     def __repr__(self) -> str:
         try:
@@ -495,7 +493,8 @@ class Agent(RunScopes):
                 depends_on: Scope, replan: UserReplanner | None = None,
                 turn: Hashable | None = None,
                 normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                approve: Approver | None = None, check: Approver | None = None) -> Call:
+                approve: Approver | None = None, check: Approver | None = None,
+                call_id: str | None = None) -> Call:
         """Run ``fn(**args)`` as a protected call of this agent (planfence App. A.3).
 
         Builds the call's action record from this agent's reads of D(a), validates it
@@ -525,6 +524,9 @@ class Agent(RunScopes):
                 own approval covered), asked once the gate authorized the call, right
                 before it runs; anything but ``True`` refuses it :data:`REJECTED` (a truthy
                 ``"no"``, ``1`` or array-like object too: fail closed). No second validation.
+            call_id: the call's identity across a restart (a tool-call id): on a
+                ``Workspace.sqlite`` folder the same call never runs twice, in any
+                process (:data:`EARLIER_UNKNOWN`; docs/workspace.md#restarts).
 
         Returns:
             :class:`Call`.
@@ -540,11 +542,11 @@ class Agent(RunScopes):
                 arguments that fit (``normalize``, ``depends_on``, JSON) nor ``DECLINE``;
                 the call did not run and the agent was handed nothing (``.call`` is the
                 blocked :class:`Call`).
-            Exception: whatever ``fn`` or ``approve`` raises once authorized.
+            Exception: whatever ``fn`` or ``approve`` raises (``fn``: reads spent).
         """
         args = checked_args(action, args)  # read once: both passes see the same call
         kw: dict[str, Any] = {"depends_on": depends_on, "replan": replan, "turn": turn,
-                              "normalize": normalize}
+                              "normalize": normalize, "call_id": call_id}
         if approve is None:
             return self._exec.execute(action, fn, args, approve=check, **kw)
         human = AskThenValidate(approve, check)  # validated again after the answer
@@ -559,7 +561,7 @@ class Agent(RunScopes):
                        turn: Hashable | None = None,
                        normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
                        = None, approve: Approver | None = None,
-                       check: Approver | None = None) -> Call:
+                       check: Approver | None = None, call_id: str | None = None) -> Call:
         """Async :meth:`execute`: ``fn`` and ``replan`` may be ``async def``.
 
         Raises:
@@ -567,16 +569,12 @@ class Agent(RunScopes):
             Exception: whatever ``fn`` or ``approve`` raises once authorized.
         """
         args = checked_args(action, args)
+        kw: dict[str, Any] = {"depends_on": depends_on, "replan": replan, "turn": turn,
+                              "normalize": normalize, "call_id": call_id}
         if approve is None:
-            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
-                                             replan=replan, turn=turn, normalize=normalize,
-                                             approve=check)
+            return await self._exec.aexecute(action, fn, args, approve=check, **kw)
         human = AskThenValidate(approve, check)
         try:
-            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
-                                             replan=replan, turn=turn, normalize=normalize,
-                                             approve=human.ask)
+            return await self._exec.aexecute(action, fn, args, approve=human.ask, **kw)
         except AnsweredFirst:
-            return await self._exec.aexecute(action, fn, args, depends_on=depends_on,
-                                             replan=replan, turn=turn, normalize=normalize,
-                                             approve=human.approved)
+            return await self._exec.aexecute(action, fn, args, approve=human.approved, **kw)

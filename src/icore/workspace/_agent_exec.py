@@ -14,10 +14,10 @@ import inspect
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord, brief
+from icore.errors import AsyncRequired, DeclarationError, IcoreError, MalformedRecord
 from icore.fence import (
     INVALID_ARGUMENTS,
     NOT_FINITE,
@@ -51,6 +51,8 @@ from icore.workspace._call import (
     _Run,
     _trampoline_for,
 )
+from icore.workspace._call_checks import check_call as _check_call
+from icore.workspace._durable_calls import Claim
 from icore.workspace._errors import ReplanFailed, WorkspaceError
 from icore.workspace._keys import (
     arg_fault,
@@ -60,10 +62,15 @@ from icore.workspace._keys import (
     non_finite_paths,
     unstorable,
 )
-from icore.workspace._unknown import Spent, failure_of, spent_detail
+from icore.workspace._unknown import (
+    Spent,
+    error_text,
+    failure_of,
+    leaves_effect_open,
+    spent_detail,
+)
 
 _MAX_TICKETS = 1024
-_SIGNATURES: dict[tuple[Any, bool], inspect.Signature] = {}
 _ID = re.compile(r"\b[0-9a-f]{64}\b")
 _RAISED_FIX = ("fix the replanner (its exception is this error's __cause__); when it cannot "
                "decide, return icore.workspace.DECLINE")
@@ -87,6 +94,8 @@ class _Execution:
         scope: the run scope a call is made in now (read once per call).
         spent: the reads calls with an unknown outcome consumed (:mod:`._unknown`);
             a call depending on one is refused :data:`NOT_READ` until read again.
+        claims: ``(action, call_id, args)`` -> the call's durable claim
+            (:mod:`._durable_calls`), None when its attempts are not kept on disk.
     """
 
     def __init__(self, fence: Fence, *,
@@ -98,8 +107,12 @@ class _Execution:
                  lock: threading.RLock,
                  lookup: Callable[[RecordId], Record | None] | None = None,
                  scope: Callable[[], Hashable | None] = lambda: None,
-                 spent: Spent | None = None) -> None:
+                 spent: Spent | None = None,
+                 claims: Callable[[str, Any, Mapping[str, Any]], Claim | None]
+                 = lambda *_: None
+                 ) -> None:
         self.fence = fence
+        self._claims = claims
         self.spent = spent if spent is not None else Spent({}, {}, lock)
         self._lookup = lookup
         self._basis = basis
@@ -324,6 +337,15 @@ class _Execution:
                     "agent has not read (a replanner gets only the facts that changed)")
         return self._named(res.detail or res.final.detail)
 
+    def _raised(self, plan: _Plan, exc: BaseException) -> None:
+        """The tool function raised: a started body's reads are spent unless ``NoEffect``.
+
+        The rule of the integrations (:mod:`._unknown`, #30): it may have acted, so its
+        reads back no further call of their keys until read again.
+        """
+        if plan.run.started and leaves_effect_open(exc):
+            self.spent.spend(plan.scope, plan.run.basis, plan.action, error_text(exc))
+
     def _finish(self, plan: _Plan, res: ActionResult) -> Call:
         key = (plan.scope, plan.action, plan.deps)
         rec = plan.run.root
@@ -392,16 +414,20 @@ class _Execution:
                 depends_on: Scope, replan: UserReplanner | None,
                 turn: Hashable | None,
                 normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
-                approve: Approver | None) -> Call:
+                approve: Approver | None, call_id: str | None = None) -> Call:
         """:meth:`Agent.execute <icore.workspace.Agent.execute>` (its docstring)."""
         args = _check_call(action, fn, args, turn, replan)  # read once, here
         check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(replan):
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
+        claim = self._claims(action, call_id, args)
+        if claim is not None and (earlier := claim.refused(args)) is not None:
+            return earlier  # the same call ran, runs or may have run (kept on disk)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, False)
         if isinstance(prep, Call):
             return prep
         tool, plan = prep
+        plan.run.claim = claim
         rp: Callable[[ReplanRequest], Replan | None]
         if replan is None or plan.replan_call:
             rp = self._hand_over(plan)
@@ -414,6 +440,9 @@ class _Execution:
                                      replan=rp)
         except _Rejected as exc:
             return self._rejected(plan, exc)
+        except BaseException as exc:
+            self._raised(plan, exc)
+            raise
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)
@@ -423,14 +452,18 @@ class _Execution:
                        replan: UserReplanner | AsyncUserReplanner | None,
                        turn: Hashable | None,
                        normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
-                       approve: Approver | None) -> Call:
+                       approve: Approver | None, call_id: str | None = None) -> Call:
         """:meth:`Agent.aexecute <icore.workspace.Agent.aexecute>`."""
         args = _check_call(action, fn, args, turn, replan)  # read once, here
         check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
+        claim = self._claims(action, call_id, args)
+        if claim is not None and (earlier := claim.refused(args)) is not None:
+            return earlier
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
             return prep
         tool, plan = prep
+        plan.run.claim = claim
         rp: Callable[[ReplanRequest], Any]
         if replan is None or plan.replan_call:
             rp = self._hand_over(plan)
@@ -443,6 +476,9 @@ class _Execution:
                                             replan=rp)
         except _Rejected as exc:
             return self._rejected(plan, exc)
+        except BaseException as exc:
+            self._raised(plan, exc)
+            raise
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)
@@ -476,123 +512,3 @@ def _short(exc: BaseException) -> str:
     if probs:
         return "; ".join(probs)[:300]
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
-
-
-def _check_call(action: Any, fn: Any, args: Any, turn: Any, replan: Any) -> dict[str, Any]:
-    """Refuse a protected call's wrong-typed inputs before anything is asked or run.
-
-    Returns:
-        ``args`` read once into a plain dict: the gate, the approval and the tool all see
-        this copy (a mapping read again could answer otherwise, or raise, #29).
-
-    Raises:
-        WorkspaceError: ``action`` is not a non-empty str, ``fn`` or ``replan`` is not
-            callable, ``args`` is not a mapping of str names (or raised when read),
-            ``turn`` is unhashable.
-    """
-    snap = checked_args(action, args)
-    if not callable(fn):
-        raise WorkspaceError("fn is the tool function, called once the call is authorized",
-                             action=action, got=type(fn).__name__)
-    _check_fits(action, fn, snap)
-    if replan is not None and not callable(replan):
-        raise WorkspaceError("replan= must be a function (Stale) -> the new call's "
-                             "arguments", action=action, got=type(replan).__name__)
-    _check_turn(action, turn)
-    return snap
-
-
-def checked_args(action: Any, args: Any) -> dict[str, Any]:
-    """``action`` a non-empty str and ``args`` a mapping of str names, else WorkspaceError.
-
-    Returns ``args`` as a plain dict, read once (a mapping whose reads raise: refused).
-    """
-    if not isinstance(action, str) or not action or unstorable(action):
-        # a NUL or a lone surrogate was found only as the record's content (issue 29)
-        raise WorkspaceError("action is the tool's name, a non-empty str (no NUL, no lone "
-                             "surrogate)", got=repr(action)[:80])
-    snap: dict[Any, Any] | None = None
-    if isinstance(args, Mapping):
-        try:
-            snap = dict(args)
-        except Exception as exc:  # the caller's own mapping raised when read
-            raise WorkspaceError("args could not be read: the mapping raised",
-                                 action=action, got=type(args).__name__,
-                                 error=brief(exc)) from None
-    if snap is None or not all(isinstance(k, str) for k in snap):
-        raise WorkspaceError("args are the call's keyword arguments: a mapping of names to "
-                             "values", action=action, got=type(args).__name__,
-                             fix="execute(action, fn, {'city': 'Berlin'}, depends_on=...)")
-    return snap
-
-
-def _check_turn(action: str, turn: Any) -> None:
-    """``turn`` hashable (it names the model message), else WorkspaceError."""
-    try:
-        hash(turn)
-    except TypeError:
-        raise WorkspaceError("turn names the model message the call came from: a hashable "
-                             "value (a str or a tuple)", action=action,
-                             got=type(turn).__name__) from None
-
-
-def checked_rid(rid: Any, agent: str) -> str:
-    """``rid`` if it is a str (a record id), else a WorkspaceError naming ``rid``."""
-    if not isinstance(rid, str):
-        raise WorkspaceError("rid is a record id (a str)", agent=agent,
-                             got=type(rid).__name__)
-    return rid
-
-
-def check_basis_args(action: Any, args: Any, keys: Any, turn: Any) -> list[str]:
-    """Refuse wrong-typed inputs of ``action_record`` / ``request_for``; the keys, sorted.
-
-    Raises:
-        WorkspaceError: ``action`` is not a non-empty str, ``args`` not a mapping of str
-            names, ``keys`` not a collection of str keys (a str alone is refused: it
-            would be read as its letters), ``turn`` unhashable.
-    """
-    checked_args(action, args)
-    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
-        raise WorkspaceError("keys are D(a): a collection of fact keys, e.g. {'order/1'}",
-                             action=action, got=type(keys).__name__)
-    wanted = list(keys)
-    if not all(isinstance(k, str) for k in wanted):
-        raise WorkspaceError("keys are D(a): fact keys are str", action=action,
-                             got=sorted({type(k).__name__ for k in wanted}))
-    _check_turn(action, turn)
-    return sorted(set(wanted))
-
-
-def _check_fits(action: str, fn: Any, args: Mapping[str, Any]) -> None:
-    """A tool without ``**kwargs`` must accept exactly ``args``.
-
-    A function, and since #29 also a callable object or a ``functools.partial`` (their
-    own signature: an argument named ``''`` ran them into Python's TypeError once
-    authorized). Checked before the gate, so an authorized call never fails on its own
-    parameters. A callable with no signature (some builtins) is not checked.
-    """
-    code = getattr(fn, "__code__", None)
-    if code is not None and code.co_flags & inspect.CO_VARKEYWORDS:
-        return  # a wrapper passing arguments on
-    try:
-        if code is None:
-            sig = inspect.signature(fn)
-            if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-                return
-        else:
-            key = (code, inspect.ismethod(fn))  # one def: the same parameters
-            cached = _SIGNATURES.get(key)
-            if cached is None:
-                cached = _SIGNATURES[key] = inspect.signature(fn)
-                if len(_SIGNATURES) > 1024:
-                    _SIGNATURES.pop(next(iter(_SIGNATURES)))
-            sig = cached
-    except (TypeError, ValueError):  # no signature to check against
-        return
-    try:
-        sig.bind(**args)
-    except TypeError as exc:
-        raise WorkspaceError("the call's arguments do not fit the tool function's "
-                             "parameters", action=action, error=str(exc),
-                             args=sorted(args)) from None

@@ -91,7 +91,9 @@ class Call:
         value: what it returned (None when it did not run).
         reason: ``valid``, a gate :class:`~icore.fence.Reason` value (``stale``,
             ``second_change``, ``owner_unavailable``, ...), :data:`NOT_READ`,
-            :data:`REJECTED`, :data:`ARGS_NOT_JSON` or :data:`ARGS_TOO_LARGE`.
+            :data:`REJECTED`, :data:`ARGS_NOT_JSON`, :data:`ARGS_TOO_LARGE`, or (the
+            same call kept on disk, ``call_id=``) ``earlier_outcome_unknown``,
+            ``call_running``, ``already_ran``.
         args: the arguments it ran (or was refused) with, normalised.
         record: the authorizing (or refused) action record, the call's root.
         result: the fence's :class:`~icore.fence.ActionResult` (None when refused
@@ -180,6 +182,10 @@ _HINTS: dict[str, str] = {
 }
 
 
+_ONCE = frozenset({"earlier_outcome_unknown", "call_running", "already_ran"})
+"""Reasons of a call refused because the same call ran, runs or may have run
+(:mod:`~._durable_calls`): the detail says it all."""
+
 MAX_HANDOVER_CHARS = 8_000
 """Most characters of fresh values a refusal's model-facing message carries (~2k tokens).
 
@@ -205,7 +211,7 @@ def _message(c: Call) -> str:
                         "read it, with the same value (a new version)")
         return (f"{head}: {'; '.join(what)}. Current values: {_values(c.fresh)}. Decide "
                 f"again from these values; your next call counts as the one replan.")
-    if c.reason == NOT_READ and c.spent:
+    if (c.reason == NOT_READ and c.spent) or c.reason in _ONCE:
         return f"{head}: {c.detail}. Nothing ran now."
     if c.reason == NOT_READ and c.bad_args:
         return f"{head}: {_bad_args(c)}"
@@ -260,6 +266,8 @@ class _Run:
     basis: dict[str, Record]
     approve: Approver | None
     action: str = ""
+    claim: Any = None  # the call's durable claim (:class:`~._durable_calls.Claim`), if kept
+    started: bool = False  # the tool function was called
 
 
 _CURRENT: contextvars.ContextVar[_Run] = contextvars.ContextVar("icore_workspace_run")
@@ -309,11 +317,27 @@ def _check(run: _Run, action: str, args: Mapping[str, Any]) -> None:
                             f"({type(ok).__name__}), not True")
 
 
+def _begin(cur: _Run) -> None:
+    """Right before the body: claim the call on disk (refused: ``_Rejected``), mark it."""
+    if cur.claim is not None:
+        cur.claim.take()
+    cur.started = True
+
+
 def _trampoline_for(action: str) -> Callable[..., Any]:
     def run(**args: Any) -> Any:
         cur = _CURRENT.get()
         _check(cur, action, args)
-        return cur.fn(**args)
+        _begin(cur)
+        try:
+            out = cur.fn(**args)
+        except BaseException as exc:
+            if cur.claim is not None:
+                cur.claim.raised(exc)
+            raise
+        if cur.claim is not None:
+            cur.claim.returned(out)
+        return out
 
     run.__name__ = action
     return run
@@ -323,9 +347,17 @@ def _atrampoline_for(action: str) -> Callable[..., Awaitable[Any]]:
     async def run(**args: Any) -> Any:
         cur = _CURRENT.get()
         _check(cur, action, args)
-        out = cur.fn(**args)
-        if inspect.isawaitable(out):
-            out = await out
+        _begin(cur)
+        try:
+            out = cur.fn(**args)
+            if inspect.isawaitable(out):
+                out = await out
+        except BaseException as exc:
+            if cur.claim is not None:
+                cur.claim.raised(exc)
+            raise
+        if cur.claim is not None:
+            cur.claim.returned(out)
         return out
 
     run.__name__ = action

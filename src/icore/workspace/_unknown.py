@@ -27,6 +27,51 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 _MAX_SPENT = 4096
+_PAUSES = frozenset({("icore.integrations._approvals", "ApprovalChanged"),
+                     ("icore.integrations.ag2._human", "StoppedAfterHuman"),
+                     ("langgraph.errors", "GraphBubbleUp")})
+"""Exceptions a tool body raises on purpose, not failures (a pause, a changed approval):
+the integrations' control flow (``icore.integrations._tool_failed``), named here."""
+
+
+class NoEffect(Exception):
+    """Raised by a protected tool's body to say the call failed and had no effect.
+
+    Any other exception from a body the gate authorized and started leaves the call's
+    outcome unknown (it may have made its effect before it raised: a booking committed,
+    then a connection reset): recorded ``may_have_run: true``, counted ``outcome
+    unknown`` by ``icore audit`` (``--fail-on unknown`` fails), and its reads are spent
+    (:class:`Spent`). Raise ``NoEffect`` (or a subclass) only when the tool knows nothing
+    was done (``raise NoEffect("card declined") from exc``): recorded ``may_have_run:
+    false``, counted ``failed after authorization``. :meth:`Agent.execute
+    <icore.workspace.Agent.execute>`, LangGraph, the OpenAI Agents SDK, AG2 and CrewAI
+    fenced tools read it alike (``from icore.integrations import NoEffect`` is this
+    class); the framework then treats it as any exception of the tool.
+    """
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` of a tool's exception (its first line, at most 300 characters).
+
+    Never raises: an exception whose ``__str__`` raises is named by its type alone.
+    """
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    first = text.splitlines()[0] if text else ""
+    return (f"{type(exc).__name__}: {first}" if first else type(exc).__name__)[:300]
+
+
+def leaves_effect_open(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a started tool body, leaves the call's effect open.
+
+    True for every exception but :class:`NoEffect` and the integrations' pauses (a
+    LangGraph ``interrupt()``, an AG2 in-tool human stop, a changed approval).
+    """
+    if isinstance(exc, NoEffect):
+        return False
+    return not any((c.__module__, c.__name__) in _PAUSES for c in type(exc).__mro__)
 
 
 def check_first(tool: str) -> str:
@@ -129,4 +174,5 @@ class Spent:
             return {k: got for k in keys if (got := self._spent.get((scope, k))) is not None}
 
 
-__all__ = ["Spent", "check_first", "failure_of", "spent_detail", "unknown_outcome_text"]
+__all__ = ["NoEffect", "Spent", "check_first", "error_text", "failure_of", "leaves_effect_open",
+           "spent_detail", "unknown_outcome_text"]

@@ -348,7 +348,8 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
         rec = _run_recorder(recorder, name)
         try:
             gated = await g.arun(name, call, norm_args, recorder=rec, turn=turn,
-                                 normalize=norm, approve=approve)
+                                 normalize=norm, approve=approve,
+                                 durable=event.id or None)  # kept across a restart
         except StoppedAfterHuman as stop:
             record_stop(rec, g.agent, name, guard.fence, stop)
             fresh = hand_over(team, stop.decision)

@@ -79,6 +79,7 @@ from icore.integrations.crewai._turns import (
     CrewActionBlocked,
     CrewSetupError,
     UnknownTurn,
+    call_said,
     call_turn,
     calling_agent,
     deliver,
@@ -243,7 +244,7 @@ class FencedCrewTool(BaseTool):
             self._approve, self.name, rec or self._guard.recorder,
             caller or self._guard.agent or "executor")
         return team_args, {"turn": turn, "normalize": self._norm, "ask": ask,
-                           "recorder": rec, "caller": caller}
+                           "recorder": rec, "caller": caller, "durable": call_said()}
 
     def _refuse(self, spec: tuple[dict[str, Any], dict[str, Any]], reason: str,
                 message: str, *, detail: str, policy: str = BEFORE_GATE_POLICY,

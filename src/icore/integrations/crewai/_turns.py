@@ -37,7 +37,9 @@ checks and puts them back (:func:`restore_hooks`), so the call's error still lea
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import itertools
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -107,6 +109,7 @@ class _Slot:
 _SLOT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
     "icore_crewai_call", default=None)
 _LATEST: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
+_SAID: dict[str, str] = {}  # run -> its latest model call's input digest (:func:`_said`)
 _LOCK = threading.Lock()
 _COUNT = itertools.count(1)
 
@@ -159,12 +162,40 @@ def _before_model(ctx: Any) -> None:
         return None  # a model call outside an executor's loop: not a turn of it
     run, _ = _run_here()
     if run is not None:
+        said = _said(ctx)
         with _LOCK:
             _LATEST[run] = ("crewai", run, next(_COUNT))
             _LATEST.move_to_end(run)
+            _SAID[run] = said
             while len(_LATEST) > _MAX_RUNS:
-                _LATEST.popitem(last=False)
+                _SAID.pop(_LATEST.popitem(last=False)[0], None)
     return None
+
+
+def _said(ctx: Any) -> str:
+    """sha256 hex of a model call's input: the agent's role and the messages it is sent.
+
+    The same on a restart replaying the same task (the same prompt, the same tool results
+    so far): what names a CrewAI tool call across a restart, which CrewAI gives no id.
+    """
+    role = getattr(getattr(ctx, "agent", None), "role", None)
+    msgs = [(m.get("role"), m.get("content")) if isinstance(m, dict) else str(m)
+            for m in (getattr(ctx, "messages", None) or ())]
+    text = json.dumps([str(role), msgs], default=str, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def call_said() -> str | None:
+    """The identity of the model call the tool call running here came from (:func:`_said`).
+
+    None outside an executor run, or before its first numbered model call. A fenced call
+    passes it on as its identity across a restart (the workspace's ``call_id``).
+    """
+    run, in_tool = _run_here()
+    if run is None or not in_tool:
+        return None
+    with _LOCK:
+        return _SAID.get(run)
 
 
 def _before_tool(ctx: Any) -> None:
@@ -283,6 +314,6 @@ def deliver(err: HookAborted, *, message: str, code: str) -> ToolFailure:
     return ToolFailure(message=message, code=code, retryable=False)
 
 
-__all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_turn",
+__all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_said", "call_turn",
            "calling_agent", "deliver", "install_hooks", "read_turn", "restore_hooks",
            "run_scope"]

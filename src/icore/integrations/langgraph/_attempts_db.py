@@ -13,7 +13,11 @@ mode) or of the :class:`~icore.memory.SQLiteStore` under the graph's
 to how it ended after; a re-run finding ``started`` (the process died mid-call) or
 ``unknown`` is refused ``earlier_outcome_unknown``, a ``ran`` one gets the recorded
 answer. Nothing durable configured (an in-memory workspace and checkpointer): nothing is
-written, the per-process memory alone answers.
+written, the per-process memory alone answers. Rows older than :data:`KEEP_S` and
+finished ones beyond :data:`KEEP_ROWS` are pruned (when the file is opened and every 256
+calls, #30). In agent mode on a ``Workspace.sqlite`` folder the call is also claimed in
+the workspace's ``calls`` table of the same file (``Agent.execute``'s ``call_id``), which
+orders two processes resuming one thread: the second is refused ``call_running``.
 
 A file that cannot serve (not a database, a folder in its place, another program's
 ``attempts`` table, read-only, locked past 30 s) is a :class:`~icore.errors.StoreError`
@@ -26,11 +30,13 @@ step is refused outcome unknown, never run twice (#29, round 10).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -46,7 +52,13 @@ FILE_NAME = "icore-attempts.sqlite"
 _OPAQUE = "opaque"  # a result that is not JSON: kept as its text
 log = logging.getLogger("icore.integrations")
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS attempts (key TEXT PRIMARY KEY, tool TEXT NOT NULL, "
-           "thread TEXT, tool_call_id TEXT, how TEXT NOT NULL, kind TEXT, value TEXT)")
+           "thread TEXT, tool_call_id TEXT, how TEXT NOT NULL, kind TEXT, value TEXT, "
+           "at REAL)")
+KEEP_S = 7 * 24 * 3600.0
+"""Seconds a step's call is kept (7 days; the workspace's ``calls`` table keeps as long)."""
+KEEP_ROWS = 10_000
+"""Most finished calls kept (the oldest pruned first)."""
+_PRUNE_EVERY = 256
 
 
 def durable_key(step: Hashable | None) -> str | None:
@@ -99,6 +111,11 @@ class AttemptsFile:
             self._db.execute(_SCHEMA)
             self._db.execute("SELECT key, tool, thread, tool_call_id, how, kind, value "
                              "FROM attempts LIMIT 0")  # another program's table: refused
+            with contextlib.suppress(sqlite3.OperationalError):  # a file from before #30
+                self._db.execute("ALTER TABLE attempts ADD COLUMN at REAL")
+            self._db.execute("UPDATE attempts SET at = ? WHERE at IS NULL", (time.time(),))
+            self._starts = 0
+            self.prune()
         except sqlite3.Error as exc:
             self._db.close()
             raise self._failed("cannot use", exc) from None
@@ -108,6 +125,23 @@ class AttemptsFile:
                           path=str(self.path), fix="move the file away (it keeps only the "
                           "attempts of calls in flight) or make it writable; no tool "
                           "body ran")
+
+    def prune(self, now: float | None = None) -> None:
+        """Drop calls older than :data:`KEEP_S` and finished ones beyond :data:`KEEP_ROWS`.
+
+        ``now``: seconds since the epoch (default: the wall clock). A call of a step not
+        resumed for 7 days is forgotten: its re-run is gated as new.
+
+        Raises:
+            sqlite3.Error: the file cannot be written (at open: a ``StoreError``).
+        """
+        old = (time.time() if now is None else now) - KEEP_S
+        with self._lock:
+            self._db.execute("DELETE FROM attempts WHERE at < ?", (old,))
+            self._db.execute(
+                "DELETE FROM attempts WHERE how != ? AND key NOT IN (SELECT key FROM "
+                "attempts WHERE how != ? ORDER BY at DESC LIMIT ?)",
+                (STARTED, STARTED, KEEP_ROWS))
 
     def close(self) -> None:
         """Close the connection (the files :func:`attempts_in` hands out stay open)."""
@@ -156,10 +190,15 @@ class AttemptsFile:
         try:
             with self._lock:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, NULL, NULL)",
-                    (key, tool, None if thread is None else str(thread), call_id, STARTED))
+                    "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)",
+                    (key, tool, None if thread is None else str(thread), call_id, STARTED,
+                     time.time()))
+                self._starts += 1
         except sqlite3.Error as exc:
             raise self._failed("cannot write", exc) from None
+        if self._starts % _PRUNE_EVERY == 0:
+            with contextlib.suppress(sqlite3.Error):  # pruning is housekeeping
+                self.prune()
 
     def settle(self, key: str, earlier: Earlier | None) -> None:
         """Record how ``key``'s attempt ended (None: forget it; nothing of it ran).
@@ -180,8 +219,9 @@ class AttemptsFile:
                 if earlier is None:
                     self._db.execute("DELETE FROM attempts WHERE key = ?", (key,))
                 else:
-                    self._db.execute("UPDATE attempts SET how = ?, kind = ?, value = ? "
-                                     "WHERE key = ?", (earlier.how, kind, value, key))
+                    self._db.execute("UPDATE attempts SET how = ?, kind = ?, value = ?, "
+                                     "at = ? WHERE key = ?",
+                                     (earlier.how, kind, value, time.time(), key))
         except sqlite3.Error as exc:
             log.error("how a fenced call ended was not written to %s (%s): a resumed step "
                       "refuses it as outcome unknown", self.path, exc)
@@ -220,5 +260,5 @@ def attempts_in(folder: Path | None) -> AttemptsFile | None:
         return got
 
 
-__all__ = ["FILE_NAME", "AttemptsFile", "attempts_in", "durable_key", "folder_of",
-           "stopped_message"]
+__all__ = ["FILE_NAME", "KEEP_ROWS", "KEEP_S", "AttemptsFile", "attempts_in", "durable_key",
+           "folder_of", "stopped_message"]

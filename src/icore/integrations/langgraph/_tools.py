@@ -423,7 +423,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                             key, granted, lambda: signal(attempt, call_id)))
                         gated = guard.run(base.name, call, norm,
                                           turn=f.turn(runtime, call_id), normalize=f.norm,
-                                          approve=approve, recorder=rec, call_id=call_id)
+                                          approve=approve, recorder=rec, call_id=call_id,
+                                          durable=disk[1] if disk is not None else None)
                 else:
                     r = f.plan_roots(runtime, args)
                     gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
@@ -490,7 +491,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                         gated = await guard.arun(base.name, call, norm,
                                                  turn=f.turn(runtime, call_id),
                                                  normalize=f.norm, approve=approve,
-                                                 recorder=rec, call_id=call_id)
+                                                 recorder=rec, call_id=call_id,
+                                                 durable=disk[1] if disk is not None else None)
                 else:
                     r = f.plan_roots(runtime, args)
                     gated = await guard.arun(base.name, call, f.plan_args(norm, r), r,

@@ -434,7 +434,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
 
         gated = await caller_guard(ctx).arun(
             base.name, call, norm_args, turn=turns.key(ctx),
-            recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve)
+            recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve,
+            durable=ctx.tool_call_id or None)  # the model's call, kept across a restart
         if not gated.executed:
             detail = gated.call.detail if gated.call is not None else ""
             message = gated.model_message
