@@ -31,7 +31,7 @@ from icore.fence import (
     Replan,
     ReplanRequest,
 )
-from icore.records import JSONValue, Record, RecordId, canonical_json
+from icore.records import JSONValue, Lookup, Record, RecordId, canonical_json
 from icore.workspace._approval import check_hooks
 from icore.workspace._call import (
     _CURRENT,
@@ -53,14 +53,13 @@ from icore.workspace._call import (
 )
 from icore.workspace._call_checks import check_call as _check_call
 from icore.workspace._durable_calls import Claim
-from icore.workspace._errors import ReplanFailed, WorkspaceError
+from icore.workspace._errors import ReplanFailed
 from icore.workspace._keys import (
     arg_fault,
     detached,
     detached_map,
     key_args,
     non_finite_paths,
-    unstorable,
 )
 from icore.workspace._unknown import (
     Spent,
@@ -76,6 +75,22 @@ _RAISED_FIX = ("fix the replanner (its exception is this error's __cause__); whe
                "decide, return icore.workspace.DECLINE")
 _REPLAN_FIX = ("return the tool's arguments as a dict (keys: the tool's parameters), or "
                "icore.workspace.DECLINE to hand the fresh values to the model")
+
+
+def _named_ids(text: str, lookup: Lookup | None) -> str:
+    """``text`` with each 64-hex record id named ``key seq <n>`` (the owner sequence).
+
+    An action record is named ``the <tool> call's action record``; an id ``lookup`` does
+    not find, ``an unknown version``.
+    """
+    def name(m: re.Match[str]) -> str:
+        r = lookup(m.group(0)) if lookup is not None else None
+        if r is None:
+            return "an unknown version"
+        if r.type == "action":
+            return f"the {r.key.rsplit('/', 1)[-1]} call's action record"
+        return f"{r.key} seq {r.seq}"
+    return _ID.sub(name, text)
 
 
 class _Execution:
@@ -310,20 +325,6 @@ class _Execution:
                      {k: dataclasses.replace(r, content=detached(r.content))
                       for k, r in rq.fresh.items()})
 
-    def _named(self, text: str) -> str:
-        """``text`` with each 64-hex record id named ``key seq <n>`` (the owner sequence).
-
-        An action record is named ``the <tool> call's action record``.
-        """
-        def name(m: re.Match[str]) -> str:
-            r = self._lookup(m.group(0)) if self._lookup is not None else None
-            if r is None:
-                return "an unknown version"
-            if r.type == "action":
-                return f"the {r.key.rsplit('/', 1)[-1]} call's action record"
-            return f"{r.key} seq {r.seq}"
-        return _ID.sub(name, text)
-
     def _detail(self, plan: _Plan, res: ActionResult, handed_over: bool) -> str:
         """A refusal's detail in agent terms (no planner, no record ids)."""
         if plan.failure is not None:
@@ -335,7 +336,7 @@ class _Execution:
         if plan.unread and res.final.reason is Reason.MISSING_BOUNDARY:
             return (f"the replanned call depends on {', '.join(plan.unread)}, which this "
                     "agent has not read (a replanner gets only the facts that changed)")
-        return self._named(res.detail or res.final.detail)
+        return _named_ids(res.detail or res.final.detail, self._lookup)
 
     def _raised(self, plan: _Plan, exc: BaseException) -> None:
         """The tool function raised: a started body's reads are spent unless ``NoEffect``.
