@@ -246,6 +246,9 @@ def compare(
         console.print(f"{len(pairs)} run(s) compared, {len(differ)} differ"
                       + (f"; only in A: {len(only_a)}" if only_a else "")
                       + (f"; only in B: {len(only_b)}" if only_b else ""))
+        if len(diffs) > 1 and any(c["agents"] is None for c in diffs):
+            console.print("per-agent counts not compared: a side is a --json file from "
+                          "before they existed")
         if jf is not None:
             jf.write(strict_dumps({"a": str(a), "b": str(b), "pairs": diffs,
                                    "only_a": only_a, "only_b": only_b},
