@@ -9,9 +9,10 @@ All functions are pure and deterministic.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from icore.state import ValidatorInput
@@ -289,14 +290,29 @@ KINDS: Mapping[str, tuple[str, ...]] = {
 """Work kinds and the keywords that indicate them (capabilities and obligation kinds)."""
 
 
-def classify(text: str) -> str:
-    """Work kind of an instruction or message: the first kind whose keyword occurs."""
+def classify(text: str, agents: Iterable[str] = ()) -> str:
+    """Work kind of an instruction or message: the first kind whose keyword occurs.
+
+    ``agents``: the run's agent ids; each one that occurs in ``text`` as a word (case
+    folded) is left out first, so an agent's own name decides no kind ("researcher,
+    please take the next step" is not ``web`` work for "search"; QA qa-new15c S3).
+    """
     t = text.lower()
+    names = tuple(sorted({a.lower() for a in agents if a}))
+    if names:
+        t = _names_pattern(names).sub(" ", t)
     for kind, words in KINDS.items():
         for w in words:  # a plain loop: no generator per kind (one call per output)
             if w in t:
                 return kind
     return "analysis"
+
+
+@functools.lru_cache(maxsize=64)
+def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    """The agent ids ``names`` (lower case) as whole words (longest first)."""
+    alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alts})(?!\w)")
 
 
 def capabilities(description: str, *, llm: bool = True) -> dict[str, float]:

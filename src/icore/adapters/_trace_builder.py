@@ -345,7 +345,7 @@ class _StepReader(_XWriter):
             if s.kind != StepKind.TOOL_OUTPUT and self.pending_code is not None:
                 self.finish_code(())
             handlers[s.kind](s)
-            if not self.root_held and s.kind in _WORK:
+            if not self.root_held and (s.kind in _WORK or s.kind == StepKind.INSTRUCTION):
                 self.take_root(s)
             if s.terminates and not self.terminated and s.kind != StepKind.TERMINATION:
                 self.terminal(s, self.step_events.get(s.index))
@@ -373,7 +373,7 @@ class _StepReader(_XWriter):
         self.root_held = root is None or root.assignee is not None
         who, ev = self.agent(s.agent), self.step_events.get(s.index)
         if self.root_held or root is None or who == HUMAN or s.agent == self.poser \
-                or ev is None:
+                or ev is None or (s.kind not in _WORK and s.agent != self.trace.orchestrator):
             return
         x.import_assertion(Effect.assign(ROOT, who), events=(ev,), operation="self_assign",
                            proposer=who)
@@ -513,9 +513,9 @@ class _StepReader(_XWriter):
         if self.pending_ledger is not None and self.next_speaker == to:
             events = (self.pending_ledger, ev)
         oid = f"o{s.index}"
-        self.new_obligation(oid, classify(s.content), parent=self.plan or ROOT, assignee=to,
-                            events=events, operation="assign", proposer=self.agent(s.agent),
-                            step=s.index)
+        self.new_obligation(oid, classify(s.content, self.state.decl.agents), step=s.index,
+                            parent=self.plan or ROOT, assignee=to, events=events,
+                            operation="assign", proposer=self.agent(s.agent))
         self.open_by_agent[to] = oid
 
     def on_output(self, s: Step, *, event: str | None = None,
@@ -541,9 +541,9 @@ class _StepReader(_XWriter):
         if oid is None or self.state.obligations[oid].status not in (Status.ASSIGNED,
                                                                    Status.ACTIVE):
             oid = f"o{s.index}"
-            self.new_obligation(oid, classify(s.content), parent=self.plan or ROOT,
-                                assignee=who, events=self.one(ev), operation="self_assign",
-                                proposer=who, status=Status.ACTIVE, step=s.index)
+            self.new_obligation(oid, classify(s.content, self.state.decl.agents), step=s.index,
+                                parent=self.plan or ROOT, assignee=who, events=self.one(ev),
+                                operation="self_assign", proposer=who, status=Status.ACTIVE)
             self.open_by_agent[who] = oid
         if facts["code"]:
             self.pending_code = (s, ev, oid)

@@ -73,6 +73,7 @@ _MODULES: tuple[tuple[str, bool], ...] = (
     ("_bench_attribution", True),
     ("_bench_integrations", True),
     ("_audit", False),
+    ("_compare", False),
     ("_run", False),
     ("_mcp", False),
 )

@@ -22,6 +22,7 @@ from icore.adapters import (
     counted_as,
 )
 from icore.attribution import Attribution
+from icore.cli._audit_q import detail_json
 from icore.report import LineageView, flag_views, lineage_views, report_filename
 
 FAIL_ON = ("hard-flags", "unsound", "invalid", "unknown", "not-ended")
@@ -148,6 +149,9 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
     PlanFence line, ...). ``chain_broken``: why, when a writer's chain of digested lines
     breaks or the writer marker's promises do (every action ``INVALID``; ``--fail-on
     invalid`` fails the run even when no action is left to count, QA qa-new13a S2).
+    ``obligations``, ``agents``, ``timeline`` (and ``obligations_left_off``,
+    ``timeline_sampled`` when bounded): Q, per-agent counts and the metric timeline
+    (:func:`icore.cli._audit_q.detail_json`, QA qa-new15c S3).
     """
     tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
              for e in getattr(r.trace.planfence, "decisions", ())}
@@ -176,6 +180,7 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
         **({"warnings": list(r.trace.warnings)} if r.trace.warnings else {}),
         **({"chain_broken": broken} if (broken := getattr(
             r.trace.planfence, "chain_broken", None)) else {}),
+        **detail_json(r),
     }
 
 
