@@ -54,6 +54,7 @@ from icore.adapters._evidence import (
     output_facts,
     tool_facts,
 )
+from icore.adapters._gate_lines import UNCOUNTABLE
 from icore.adapters._jsonl import load_jsonl, parse_jsonl
 from icore.adapters._line_steps import FileSteps
 from icore.adapters._otel_import import (
@@ -171,6 +172,7 @@ __all__ = [
     "REISSUED",
     "REJECTED_BY_HUMAN",
     "ROOT",
+    "UNCOUNTABLE",
     "ActionLineage",
     "AdapterError",
     "Annotation",
