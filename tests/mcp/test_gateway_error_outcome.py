@@ -50,7 +50,8 @@ async def _session(manifest: Path, got: list[str] | None = None) -> Any:
     async def on_message(m: Any) -> None:
         if got is not None:
             got.append(type(getattr(m, "root", m)).__name__)
-    return stdio_client(p), lambda r, w: ClientSession(r, w, message_handler=on_message)
+    return stdio_client(p), lambda r, w: ClientSession(
+        r, w, message_handler=on_message)  # type: ignore[arg-type]
 
 
 def _charged(folder: Path) -> int:

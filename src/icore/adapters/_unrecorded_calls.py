@@ -33,13 +33,16 @@ def unrecorded_calls(planfence: Any, lineages: Sequence[Any],
         lineages: the actions built from its decision lines.
         make: ``lineage_of`` (name, title, records, decisions) -> ActionLineage.
 
+    A run whose chain breaks adds none: its action records no decision cites are
+    counted (``INVALID``) from the records already, the same calls.
+
     Returns:
         One lineage per such task (``outcome_unknown``, its ``agent`` and ``args`` from
         the event lines naming the task), in the order of the gate thoughts.
     """
     gated = getattr(planfence, "gated", None) or {}
-    if not gated:
-        return ()
+    if not gated or getattr(planfence, "chain_broken", None):  # then every action record
+        return ()  # no decision cites is an INVALID action already (QA qa-new13a S2)
     named = {a.action for a in lineages}
     named |= {str(d.task) for d in getattr(planfence, "decisions", ()) if d.task}
     callers = getattr(planfence, "callers", {}) or {}

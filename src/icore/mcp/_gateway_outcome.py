@@ -127,11 +127,17 @@ def write_uris(writes: Any, args: Mapping[str, Any]
 
 
 def heads_before(facts: Any, uris: list[str]) -> dict[str, str | None]:
-    """URI -> the id of its head before the call (None: none, or the owner is down)."""
+    """URI -> the id of its local head before the call (None: none, or unreadable).
+
+    A URI whose owner is remote (another host's store) is left out: no evidence, and no
+    network query on the call's path.
+    """
     out: dict[str, str | None] = {}
     for uri in uris:
+        if facts is None or facts.owner_of(uri) in facts.remote:  # no remote query here
+            continue
         try:
-            h = facts.head(uri) if facts is not None else None
+            h = facts.head(uri)
         except Exception:  # an owner that does not answer: no evidence either way
             h = None
         out[uri] = None if h is None else h.id
