@@ -161,3 +161,47 @@ def test_an_upstreams_list_change_reaches_the_client_and_a_rename_stays_protecte
     assert any("upstream billing changed its tools list" in n for n in notes), notes
     assert any("protected tool charge (tools.charge" in n and "no longer listed" in n
                for n in notes), notes
+
+
+def _node_modules() -> Path | None:
+    """A ``node_modules`` holding ``@modelcontextprotocol/sdk`` and ``zod`` (no network).
+
+    ``$ICORE_TEST_NODE_MODULES``, else one a QA run installed under /work/qa.
+    """
+    import glob
+    import os
+    given = os.environ.get("ICORE_TEST_NODE_MODULES")
+    found = [given] if given else sorted(glob.glob("/work/qa/*/jsup/node_modules"))
+    for d in map(Path, found):
+        if (d / "@modelcontextprotocol" / "sdk").is_dir() and (d / "zod").is_dir():
+            return d
+    return None
+
+
+def test_a_typescript_mcpservers_error_after_its_commit_is_outcome_unknown(
+        tmp_path: Path) -> None:
+    """The TypeScript SDK's McpServer (npm ``@modelcontextprotocol/sdk``) commits, then
+    answers isError (its own outputSchema check): outcome unknown, never failed."""
+    import shutil
+    modules = _node_modules()
+    if shutil.which("node") is None or modules is None:
+        pytest.skip("needs node and a node_modules with @modelcontextprotocol/sdk and zod "
+                    "(set ICORE_TEST_NODE_MODULES)")
+    shutil.copy(Path(__file__).resolve().parent / "ts" / "spa.mjs", tmp_path / "spa.mjs")
+    (tmp_path / "node_modules").symlink_to(modules)
+    m = {"name": "spa-gateway", "trace": str(tmp_path / "trace.jsonl"),
+         "upstreams": {"spa": {"command": "node", "args": ["spa.mjs"], "timeout_s": 20,
+                               "env": {"SPA_STATE": str(tmp_path / "spa.json")}}},
+         "tools": {"book_spa": {"depends_on": ["inv://spa"]}}}
+    manifest = tmp_path / "gateway.yaml"
+    manifest.write_text(yaml.safe_dump(m), encoding="utf-8")
+
+    async def body(s: Any, out: dict[str, Any]) -> None:
+        await s.read_resource("inv://spa")
+        out["first"] = await s.call_tool("book_spa", {"guest_id": 1})
+
+    first = _run(manifest, body)["first"]
+    assert first.is_error and "its outcome is unknown" in text(first), text(first)
+    assert json.loads((tmp_path / "spa.json").read_text())["booked"] == 1  # it committed
+    acts = audited_actions(tmp_path / "trace.jsonl")
+    assert (acts["outcome unknown"], acts["failed after authorization"]) == (1, 0), acts
