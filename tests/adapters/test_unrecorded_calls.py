@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 ARGS = {"ms": 400, "steps": 6}
 
 
-def _trace(tmp_path: Path, *, cut: bool, gate_args: bool = True) -> Path:
+def _trace(tmp_path: Path, *, cut: bool) -> Path:
     fact = Record.create(key="fact://policy/refunds", owner="manager", seq=1,
                          content="open", type="fact")
     act = Record.create(key="planfence.act/hal/slow_report", owner="hal", seq=1,
@@ -52,8 +52,7 @@ def _trace(tmp_path: Path, *, cut: bool, gate_args: bool = True) -> Path:
          "plan_id": "hal/2", "roots": [act.id]},
         {"agent": "hal", "kind": "thought", "content": "gate authorized/valid for slow_report",
          "gate": {"outcome": "authorized", "point": 1, "reason": "valid",
-                  "replanned": False, "tool": "slow_report"}, "task": "hal/2",
-         **({"args": ARGS} if gate_args else {})},
+                  "replanned": False, "tool": "slow_report"}, "task": "hal/2", "args": ARGS},
         arec, *([] if cut else [decision])]
     p = tmp_path / "trace.jsonl"
     p.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
@@ -80,6 +79,9 @@ def test_a_call_whose_decision_line_was_cut_is_outcome_unknown(tmp_path: Path,
     assert (lv["tool"], lv["outcome"], lv["args"]) == ("slow_report", "unknown", ARGS)
     if cut:
         assert "decision line is missing" in lv["reason"], lv["reason"]
+        assert "1 call(s) the gate authorized have no decision line (hal/2)" in res.output
+    else:
+        assert "have no decision line" not in res.output
 
 
 def test_a_blocked_gate_thought_without_decision_adds_nothing(tmp_path: Path) -> None:

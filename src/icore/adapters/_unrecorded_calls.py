@@ -44,11 +44,13 @@ def unrecorded_calls(planfence: Any, lineages: Sequence[Any],
     if not gated or getattr(planfence, "chain_broken", None):  # then every action record
         return ()  # no decision cites is an INVALID action already (QA qa-new13a S2)
     named = {a.action for a in lineages}
-    named |= {str(d.task) for d in getattr(planfence, "decisions", ()) if d.task}
+    decisions = getattr(planfence, "decisions", ())
+    named |= {str(d.task) for d in decisions if d.task}
+    untasked = {d.action for d in decisions if not d.task}  # a writer naming no task:
     callers = getattr(planfence, "callers", {}) or {}
     out = []
     for task, tool in gated.items():
-        if task in named:
+        if task in named or tool in untasked:  # its decisions are not told apart
             continue
         entry = DecisionEntry(outcome="authorized", reason="valid", action=tool, task=task,
                               detail=MISSING_DECISION)
