@@ -74,7 +74,8 @@ def test_two_field_form_no_is_rejected_and_nonsense_is_not_approved(tmp_path: Pa
     # an answer that does not fit a protected call's form is not passed on (fail closed,
     # QA qa-new13c: the upstream's parser may read "yes" as true and act on it)
     assert [x["ask"]["decision"] for x in said] == ["reject", "approve", "reject", ANSWERED]
-    assert [x.get("decision") for x in said] == ["reject", "approve", None, None]
+    # the unfitting answer the gateway refused reads as a rejection (QA qa-new15b S4)
+    assert [x.get("decision") for x in said] == ["reject", "approve", "reject", None]
     assert said[2]["ask"]["content"] == {"approve": "nope", "x": "y"}
     assert said[2]["ask"]["error"].startswith(
         "the human's answer does not fit the requested form (field(s) approve, x not of "
@@ -85,7 +86,7 @@ def test_two_field_form_no_is_rejected_and_nonsense_is_not_approved(tmp_path: Pa
     assert isinstance(cut, str) and len(cut) <= CONTENT_CAP + 1
     t = load_jsonl(trace)
     lineages = trace_lineages(t.planfence, t.steps)
-    assert [a.human for a in lineages] == ["rejected", "approved", None, None]
+    assert [a.human for a in lineages] == ["rejected", "approved", "rejected", None]
     # the answer's own step (after the gate's), its arguments from the call's lines
     steps = [i for i, x in enumerate(lines[1:]) if x in said]
     assert [a.human_step for a in lineages[:2]] == steps[:2]

@@ -51,9 +51,11 @@ def test_a_result_the_client_refuses_is_traced_as_an_error(tmp_path: Path) -> No
     assert "counted" not in calls[1].content  # the refused result is not passed on
 
 
-def test_the_audit_counts_the_refused_result_as_a_failed_call(tmp_path: Path) -> None:
-    """``icore audit`` (the CLI) on the trace of a protected tool: one valid action, one
-    failed after authorization (the answer said isError; the audit says the same)."""
+def test_the_audit_counts_the_refused_result_as_a_call_that_ran(tmp_path: Path) -> None:
+    """``icore audit`` (the CLI) on the trace of a protected tool: two valid actions. The
+    upstream answered success, so the call whose result breaks the schema ran: the
+    client gets isError saying so, never "failed after authorization" (no effect), which
+    invited a retry that charges twice (QA qa-new15b S2)."""
     manifest = write_manifest(tmp_path, {"raw": {
         "command": sys.executable, "args": [str(RAW)],
         "env": {"UPSTREAM_LOG": str(tmp_path / "up.log")}, "timeout_s": 10}},
@@ -65,7 +67,11 @@ def test_the_audit_counts_the_refused_result_as_a_failed_call(tmp_path: Path) ->
                 await s.read_resource("fact://plan/goal")  # D(a) read: the gate authorizes
                 r = await s.call_tool("count", {"x": x})
                 assert bool(r.is_error) == (x == "bad"), text(r)
+                if x == "bad":
+                    assert "The upstream answered success, so count ran: do not call it " \
+                        "again to repeat it" in text(r), text(r)
+                    assert (r.meta or {}).get("icore/upstream") == {"ran": True}, r.meta
 
     anyio.run(main)
     acts = audited_actions(tmp_path / "trace.jsonl")
-    assert (acts["valid"], acts["failed after authorization"], acts["total"]) == (1, 1, 2), acts
+    assert (acts["valid"], acts["failed after authorization"], acts["total"]) == (2, 0, 2), acts

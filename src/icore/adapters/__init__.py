@@ -54,6 +54,7 @@ from icore.adapters._evidence import (
     output_facts,
     tool_facts,
 )
+from icore.adapters._gate_lines import UNCOUNTABLE
 from icore.adapters._jsonl import load_jsonl, parse_jsonl
 from icore.adapters._line_steps import FileSteps
 from icore.adapters._otel_import import (
@@ -102,6 +103,7 @@ from icore.adapters._trace_values import (
     name_key,
 )
 from icore.adapters._unknown_outcome import MAY_HAVE_RUN_MARK, OUTCOME_UNKNOWN
+from icore.adapters._unrecorded_calls import missing_decisions
 from icore.adapters._values import (
     DEFAULT_MAX_INPUT_MB,
     ENV_MAX_INPUT,
@@ -171,6 +173,7 @@ __all__ = [
     "REISSUED",
     "REJECTED_BY_HUMAN",
     "ROOT",
+    "UNCOUNTABLE",
     "ActionLineage",
     "AdapterError",
     "Annotation",
@@ -232,6 +235,7 @@ __all__ = [
     "magentic_one_declaration",
     "make_provider",
     "max_input_bytes",
+    "missing_decisions",
     "name_key",
     "normalize_answer",
     "numbers",

@@ -33,6 +33,7 @@ from icore.adapters._lineage_types import (
 from icore.adapters._reissued import reissued
 from icore.adapters._trace import HumanAnswer, PlanfenceLog, Step, StepKind
 from icore.adapters._unknown_outcome import unknown_outcomes
+from icore.adapters._unrecorded_calls import unrecorded_calls
 from icore.errors import IcoreError
 from icore.fence import (
     ACTION_FIELD,
@@ -189,6 +190,7 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
         made_by(_resent(_linked(out, replans), resent), records, callers, branches),
         answers,
         records, steps), steps), steps), steps)), edited, edited_in, shown)
+    lineages = (*lineages, *unrecorded_calls(planfence, lineages, lineage_of))  # qa-new15b
     if isinstance(planfence, PlanfenceLog):
         lineages = _answered(lineages, planfence.edited_answers)
         if planfence.chain_broken is not None:

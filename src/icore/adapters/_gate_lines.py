@@ -126,19 +126,29 @@ def call_of(obj: Mapping[str, Any], kind: StepKind) -> tuple[str, str, str | Non
 
 
 def note_call(callers: dict[str, tuple[str, str | None]], branches: dict[str, str],
-              obj: Mapping[str, Any], kind: StepKind, agent: str) -> None:
+              obj: Mapping[str, Any], kind: StepKind, agent: str,
+              gated: dict[str, str] | None = None) -> None:
     """Note which call an event line naming a protected action's ``task`` is.
 
     ``callers``: task -> ``(agent, args)`` from the first line naming the task, the
-    arguments from a later one when the first has none (QA qa-new11);
+    arguments from a later one when the first has none (QA qa-new11), and a tool
+    output's (a digested line) over a gate thought's (QA qa-new15b: a gateway writes
+    them on the gate thought too, for a call killed before its output);
     ``branches``: task -> the ``branch`` (a str) of the first such line having one
-    (LangGraph ``Send`` branches, #28). Lines :func:`call_of` refuses are skipped.
+    (LangGraph ``Send`` branches, #28); ``gated``: task -> tool of a gate thought that
+    authorized the call (:attr:`PlanfenceLog.gated`). Lines :func:`call_of` refuses
+    are skipped.
     """
     made = call_of(obj, kind)
     if made is None:
         return
-    if made[0] not in callers or (callers[made[0]][1] is None and made[2]):
+    if made[0] not in callers or (made[2] and (callers[made[0]][1] is None
+                                               or kind == StepKind.TOOL_OUTPUT)):
         callers[made[0]] = (callers.get(made[0], (agent, None))[0], made[2])
+    gate = obj.get("gate")
+    if gated is not None and kind == StepKind.THOUGHT and isinstance(gate, Mapping) \
+            and gate.get("outcome") == "authorized" and isinstance(gate.get("tool"), str):
+        gated[made[0]] = gate["tool"]
     if made[0] not in branches and isinstance(b := obj.get("branch"), str) and b:
         branches[made[0]] = b[:200]
 
@@ -211,8 +221,13 @@ def gate_without_records(line: int, file: str, recorded: bool) -> tuple[str, ...
         return ()
     return (f"{file}: line {line} shows a PlanFence gate at work (a gate decision, a "
             "refused call or a human's answer to a protected call) but the trace has no "
-            "PlanFence record or decision line: its protected actions cannot be counted "
-            "or checked (lines removed from the trace, or a recorder that wrote none)",)
+            f"PlanFence record or decision line: {UNCOUNTABLE} (lines removed from the "
+            "trace, or a recorder that wrote none)",)
+
+
+UNCOUNTABLE = "its protected actions cannot be counted or checked"
+"""What the warning of :func:`gate_without_records` says; ``icore audit --fail-on invalid``
+and ``--fail-on unknown`` fail a run warned so (fail closed, QA qa-new15b S3)."""
 
 
 def tool_claim(obj: dict[str, Any]) -> tuple[str | None, bool | None]:

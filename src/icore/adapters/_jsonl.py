@@ -253,6 +253,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     answers: list[HumanAnswer] = []
     callers: dict[str, tuple[str, str | None]] = {}
     branches: dict[str, str] = {}  # task -> the parallel branch of its call (#28)
+    gated: dict[str, str] = {}  # task -> tool of an authorizing gate thought (qa-new15b)
     gate_lines = 0  # the first line showing gate activity (0: none)
     offsets: array[int] | None = None if source is None else array("q")
     text_valid = True
@@ -333,7 +334,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         elif st.terminates:
             mark.missing(n, "seal", "chain_end seal on the run's end line")
         if "task" in obj:
-            note_call(callers, branches, obj, st.kind, st.agent)
+            note_call(callers, branches, obj, st.kind, st.agent, gated)
         if not gate_lines and gate_activity(obj, st.kind):
             gate_lines = n
         if offsets is None:
@@ -417,7 +418,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
                                tuple(answers), edited, undigested, tuple(resent),
-                               callers, lined, answered, broken, branches)
+                               callers, lined, answered, broken, branches, gated)
         if records or planfence["decisions"] or broken else None,
         warnings=warnings,
     )

@@ -340,6 +340,9 @@ class PlanfenceLog:
         branches: task -> the parallel branch its call was made in (the ``branch`` of the
             first event line naming the task that has one: LangGraph ``Send`` branches,
             ``"worker[1]/tools"``); a task of no branch is absent (#28).
+        gated: task -> tool of each gate thought that authorized a call (an MCP
+            gateway's): a task no decision line names is a call authorized and
+            forwarded whose decision line was cut (QA qa-new15b S2: outcome unknown).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -354,6 +357,7 @@ class PlanfenceLog:
     edited_answers: tuple[tuple[str, str | None, int, str], ...] = ()
     chain_broken: str | None = None
     branches: Mapping[str, str] = field(default_factory=dict)
+    gated: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

@@ -32,6 +32,7 @@ from icore.adapters import (
     FileSteps,
     audit_file,
     max_input_bytes,
+    missing_decisions,
     scan_paths,
     write_prov,
 )
@@ -355,8 +356,8 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             f"paused, waiting for a human (the trace ends at an interrupt: no final answer "
             f"yet, not counted as a run that failed to end): {shown(', '.join(paused[:10]))}"
             f"{' …' if len(paused) > 10 else ''}.")
-    for r in results:
-        for w in r.trace.extras.get("warnings", ()):
+    for r in results:  # a call whose decision line was cut is named too (qa-new15b)
+        for w in (*r.trace.extras.get("warnings", ()), *missing_decisions(r.lineage)):
             console.print(f"[yellow]warning[/] {shown(str(w))}")
     for file, err in errors:
         console.print(f"[red]error[/] {shown(f'{file}: {err}')}")

@@ -18,6 +18,7 @@ from icore.adapters import (
     OUTCOME_UNKNOWN,
     REISSUED,
     REJECTED_BY_HUMAN,
+    UNCOUNTABLE,
     AuditResult,
     counted_as,
 )
@@ -155,6 +156,8 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
     """
     tools = {str(e.task or e.action or "action"): e.action  # the group names of lineage
              for e in getattr(r.trace.planfence, "decisions", ())}
+    for task, tool in (getattr(r.trace.planfence, "gated", None) or {}).items():
+        tools.setdefault(task, tool)  # a call whose decision line was cut (qa-new15b)
     lineage = [{"action": lv.id, "tool": tools.get(lv.id), "status": lv.status,
                 "reason": lv.reason,
                 **({"error": lv.error} if lv.error is not None else {}),
@@ -189,9 +192,15 @@ def failing(runs: list[dict[str, Any]], fails: frozenset[str],
     """The ``--fail-on`` conditions that hold, one line per condition.
 
     ``not_ended``: the ids of the runs that ended without a terminal marker and are not
-    paused (what ``not-ended`` fails on).
+    paused (what ``not-ended`` fails on). ``invalid`` and ``unknown`` also fail a run
+    whose protected actions cannot be counted (its warning says
+    :data:`~icore.adapters.UNCOUNTABLE`: gate activity with no PlanFence line, as a
+    trace cut before them): nothing there can be shown valid or known (fail closed).
     """
     def holds(cond: str, j: dict[str, Any]) -> bool:
+        if cond in ("invalid", "unknown") and any(  # fail closed (QA qa-new15b S3)
+                UNCOUNTABLE in str(w) for w in j.get("warnings", ())):
+            return True
         if cond == "hard-flags":
             return bool(j["summary"]["hard_flags"] > 0)
         if cond == "unsound":

@@ -17,9 +17,8 @@ owners' heads (planfence Alg. 1; :meth:`FactBook.gate`):
 * a second change, a fact never read, an unreachable owner, a malformed or conflicting
   owner reply, arguments that cannot be bound: blocked, not forwarded (fail closed).
 
-The gateway holds two parts: its resource side (:mod:`icore.mcp._gateway_resources`:
-versioned reads, subscriptions) and its tools/call side (:mod:`icore.mcp._gateway_calls`:
-argument checks, the gate, the fact tools).
+Parts: resources (:mod:`~icore.mcp._gateway_resources`), tools/call
+(:mod:`~icore.mcp._gateway_calls`), upstreams' list changes (:mod:`~icore.mcp._gateway_lists`).
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from icore.mcp._facts import FactBook, SessionView
 from icore.mcp._gateway_asks import Asks
 from icore.mcp._gateway_calls import _ToolCalls
 from icore.mcp._gateway_checks import Unresolved, template_shape
+from icore.mcp._gateway_lists import ListRelay, advertise
 from icore.mcp._gateway_manifest import (
     FACT_SCHEME,
     GatewayError,
@@ -53,7 +53,7 @@ from icore.mcp._gateway_paths import checked_paths
 from icore.mcp._gateway_progress import ProgressRelay
 from icore.mcp._gateway_resources import Route, _internal, _invalid, _Resources
 from icore.mcp._gateway_watch import ManifestWatch, warn_not_shared
-from icore.mcp._session_log import GatewayTrace
+from icore.mcp._session_log import GatewayTrace, started
 from icore.mcp._shared_writes import share_claims
 from icore.mcp._trace_claim import TraceTaken, claim_trace
 from icore.mcp._upstream import Upstream
@@ -67,10 +67,9 @@ GATEWAY_INSTRUCTIONS = ("icore MCP gateway: tools of the upstream servers; prote
 
 
 def instructions(upstreams: Mapping[str, Upstream]) -> str:
-    """The gateway's sentence, then each upstream's own ``instructions``, named.
+    """The gateway's sentence, then each upstream's ``instructions``, ``[<name>]`` first.
 
-    Clients put a server's instructions in the model's context (QA r5-mcp D6), so the
-    upstreams' guidance is passed on, each prefixed by ``[<upstream name>]``.
+    Clients put them in the model's context: the upstreams' guidance is kept (QA r5-mcp D6).
     """
     theirs = [f"[{name}] {u.instructions.strip()}" for name, u in upstreams.items()
               if isinstance(u.instructions, str) and u.instructions.strip()]
@@ -128,13 +127,13 @@ class Gateway:
             raise
         self.asks = Asks(self.trace, manifest.ask_timeout_s)
         """Upstreams' questions to the clients (elicitation, sampling), forwarded."""
-        self.progress = ProgressRelay()
-        """Upstreams' progress of forwarded calls, relayed to their clients."""
+        self.progress = ProgressRelay()  # upstreams' progress of calls, to their clients
+        self.lists = ListRelay(self.refresh, self.trace, lambda: self._tg)  # list_changed
         self.upstreams = {
             n: Upstream(n, s.model_copy(update={"cwd": str(manifest.resolve(s.cwd or "."))})
                         if s.command is not None else s,
-                        self.progress.before(self.asks.urls.then(
-                            self._resources.on_upstream_notification)),
+                        self.progress.before(self.asks.urls.then(self.lists.then(
+                            self._resources.on_upstream_notification))),
                         int(manifest.max_message_mb * 2**20), self.asks.callbacks(n))
             for n, s in manifest.upstreams.items()}
         if tpath is not None and manifest.trace and \
@@ -181,6 +180,7 @@ class Gateway:
         try:
             await self._start()
             self.server.instructions = instructions(self.upstreams)
+            started(self.trace)  # an earlier trace moved aside: said now (QA qa-new15b)
         except BaseException as exc:
             if isinstance(exc, GatewayManifestError):  # refused: it leaves nothing (#29)
                 self.trace.discard()
@@ -355,6 +355,7 @@ class Gateway:
             v = self.facts.session(f"{client}#{next(self._n)}@{self.tag}")
             self._sessions[key] = v
             self.trace.session(v.sid, client)
+        self.lists.seen(ctx.session)
         if self.single_client:  # an upstream's roots/list outside a call goes there
             self.asks.sole = (ctx, v.sid)
         return v
@@ -411,6 +412,7 @@ class Gateway:
             on_unsubscribe_resource=self._resources.unsubscribe,
             on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt)
         self.asks.listen_roots(server, self)  # a client's roots/list_changed
+        advertise(server)  # listChanged: upstreams' list changes are relayed (qa-new15b)
         return self.wire.detached.listen(server, self)  # and its notifications/cancelled
 
     async def _list_tools(self, ctx: Any, params: Any) -> Any:

@@ -355,10 +355,14 @@ class Asks:
             # fail closed: the upstream's own parser may read "yes" as true and act
             text = (f"the human's answer does not fit the requested form ({unfit}); not "
                     "passed to the upstream of a protected call (fail closed)")
+            said = ({"answered_by": "human", "decision": "reject", "tool": caller.tool,
+                     "args": dict(caller.args)} if exact and caller.protected and
+                    caller.task is not None else {})  # the audit: rejected (qa-new15b)
             self.trace.note(caller.sid, f"an unfitting answer from the client to {kind} "
                             f"during {tool}: {text}", ask={
                                 **asked, "error": text, "action": result.action,
-                                "content": _bounded(result.content), "decision": "reject"})
+                                "content": _bounded(result.content), "decision": "reject"},
+                            **({"task": caller.task, **said} if said else {}))
             return types.ErrorData(code=types.INVALID_PARAMS, message=text)
         self._answered(caller, exact, kind, asked, result, schema)
         return result

@@ -18,9 +18,7 @@ serves under a live subscription is not read again (``_Resources.trusted``).
 from __future__ import annotations
 
 import itertools
-import json
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -40,9 +38,21 @@ from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_asks import CLIENT_GONE, Asks, Caller
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_delivery import Delivery, run_detached
+from icore.mcp._gateway_fact_tool import fact_tool
 from icore.mcp._gateway_forward import forward_meta, is_error, output_problem, result_text
 from icore.mcp._gateway_inflight import call_patterns
 from icore.mcp._gateway_manifest import FACT_SCHEME, GatewayError, GatewayManifest, ToolSpec
+from icore.mcp._gateway_outcome import (
+    OPEN,
+    RAN,
+    Answered,
+    heads_before,
+    judge,
+    outcome_fields,
+    ran_after_all,
+    write_back,
+    write_uris,
+)
 from icore.mcp._gateway_progress import ProgressRelay
 from icore.mcp._gateway_read_tool import (
     GET_FACT,
@@ -62,7 +72,6 @@ from icore.mcp._shared_writes import Claims, ClaimsUnavailable, WriterGone
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_answer import garbage_text, upstream_refused
 from icore.mcp._upstream_failed import UpstreamError
-from icore.workspace import GLOB_CHARS
 
 log = logging.getLogger("icore.mcp")
 
@@ -147,7 +156,8 @@ class _ToolCalls:
                 and self.gw.manifest.facts.owners:
             refused = self._not_owner(view, args, None if self.gw.single_client
                                       else _token_client()) if name == PUT_FACT else None
-            return refused or await self._fact_tool(view, name, args, ex)
+            return refused or await fact_tool(self.gw, self._resources, view, name, args,
+                                                ex)
         if name == READ_RESOURCE and self.gw.manifest.tools:
             return await read_tool(self._resources, self.gw.manifest, ctx, args, ex)
         if name not in self.gw.tools:
@@ -209,15 +219,24 @@ class _ToolCalls:
         delivery = delivery or Delivery()  # whether its result reached the client
         u = self.gw.upstreams[route.upstream]
         reached: list[Caller] = []
+        before: dict[str, str | None] = {}
+        filled = self.args.with_defaults(name, args) if spec is not None else args
 
         async def forward(**a: Any) -> Any:
             caller = Caller(ctx, view.sid, name, a, spec is not None, route.upstream,
                             CLIENT_GONE.get(), task)
             reached.append(caller)
+            if spec is not None and spec.writes:  # a new version after it: it ran
+                before.update(heads_before(self.gw.facts, write_uris(spec.writes, filled)[0]))
             with self.gw.asks.calling(caller), self.gw.progress.relayed(
                     ctx, params.meta, route.upstream, forward_meta(params.meta)) as meta:
-                return await u.request("tools/call", lambda s: u.call_tool(
+                got = await u.request("tools/call", lambda s: u.call_tool(
                     s, route.name, a, meta))
+            return got if spec is None else judge(  # ran, or its outcome open (qa-new15b)
+                name, got, schema_problem=output_problem(name, self.gw.tool_defs.get(name),
+                                                         got),
+                no_effect=spec.error_means_no_effect, error=is_error(got),
+                text=result_text(got))
 
         try:
             if spec is None:
@@ -245,26 +264,28 @@ class _ToolCalls:
             # the upstream answered a JSON-RPC error
             return refused_by_upstream(self.gw, ctx, view.sid, name, args, task, route,
                                         exc, sorted(set().union(*(c.asked for c in reached))))
-        if (bad := output_problem(name, self.gw.tool_defs.get(name), result)) is not None:
+        answered = result if isinstance(result, Answered) else None
+        result = result.result if answered is not None else result
+        if spec is None and (bad := output_problem(name, self.gw.tool_defs.get(name),
+                                                   result)) is not None:
             result = _error_result(f"{bad}; the gateway does not forward a result that breaks "
                                    "the tool's outputSchema (MCP: a server MUST conform to it)")
+        moved = None
+        if spec is not None and spec.writes and answered is not None and answered.kind == OPEN:
+            moved = await write_back(self._resources, self.gw.trace, self._wrote, view.sid,
+                                     name, spec.writes, filled, before)
+            if moved:  # its writes moved: it ran after all
+                answered = ran_after_all(answered, name, moved)
+                result = answered.result
         lost = await delivery.undelivered(view.sid, name)
         self.gw.trace.call(view.sid, name, args, result_text(result), error=is_error(result),
-                           task=task, **lost)
-        if lost and spec is not None and not is_error(result):  # the agent never saw it
+                           task=task, **lost, **outcome_fields(answered))
+        if lost and spec is not None and (not is_error(result) or (
+                answered is not None and answered.kind == RAN)):  # the agent never saw it
             undelivered(self.gw.trace, task, cancelled=delivery.cancelled)
-        if spec is not None and spec.writes:
-            filled = self.args.with_defaults(name, args)
-            for w in spec.writes:  # {arg} filled from the call, as in D(a) (QA r5-mcp D1)
-                try:
-                    uris = sorted(expand_deps([w], filled, ()))
-                except IcoreError as exc:
-                    self.gw.trace.note("gateway", f"re-read of {w} after {name} skipped: {exc}")
-                    continue
-                for uri in uris:
-                    rec = await self._resources.reread(uri, f"{view.sid} via {name}")
-                    if rec is not None:  # the version this call made (a refusal says so)
-                        self._wrote[uri] = (rec.id, view.sid, name)
+        if spec is not None and spec.writes and moved is None:
+            await write_back(self._resources, self.gw.trace, self._wrote, view.sid, name,
+                             spec.writes, filled, before)
         return result
 
     async def _unverified(self, view: SessionView, name: str, args: Mapping[str, Any],
@@ -430,7 +451,8 @@ class _ToolCalls:
         Over stdio the session speaks for ``facts.stdio_speaks_for``; over HTTP for the
         owner its token's client is named like, and those ``facts.writers`` lists it for
         (QA r6-oa D2). The refusal is recorded as a blocked call (the audit shows it).
-        Returns None when the write may go on (or is malformed: :meth:`_fact_tool`).
+        Returns None when the write may go on (or is malformed:
+        :func:`~icore.mcp._gateway_fact_tool.fact_tool`).
         """
         key, facts, stdio = args.get("key"), self.gw.manifest.facts, self.gw.single_client
         owner = self.gw.facts.owner_of(key) if isinstance(key, str) and self.gw.facts else None
@@ -450,59 +472,6 @@ class _ToolCalls:
                             detail=f"{key} is owned by {owner!r}; this session is {who}. To "
                             f"allow it, the gateway manifest needs {allow}",
                             extra={"owner": owner})
-
-    async def _fact_tool(self, view: SessionView, name: str, args: dict[str, Any],
-                         ex: Any = None) -> Any:
-        from mcp_types import CallToolResult, TextContent
-        assert self.gw.facts is not None
-        key = args.get("key")
-        if not isinstance(key, str) or not key.startswith(FACT_SCHEME):
-            return _error_result(f"{name}: key must be a string starting with {FACT_SCHEME}")
-        if any(c in key for c in GLOB_CHARS):
-            head = key[:min(key.index(c) for c in GLOB_CHARS if c in key)]
-            return _error_result(f"{name}: {key} is a pattern, not a fact: '*', '?' and '[' "
-                                 "only declare owners (facts.owners); give one fact's key "
-                                 f"(e.g. {head}NAME)")
-        if name == PUT_FACT and (odd := _KEY_CONTROL.search(key)) is not None:
-            return _error_result(f"{name}: {key.encode('unicode_escape').decode()[:200]} "
-                                 f"holds {odd.group()!a}, {_CONTROL_SAID}")
-        if self.gw.facts.owner_of(key) is None:
-            return _error_result(f"{name}: fact {key} has no owner in the gateway manifest "
-                                 "(facts.owners)")
-        if name == GET_FACT:
-            rec = self._resources.read(view, key, ex)
-            if rec is None:
-                return _error_result(f"{GET_FACT}: no fact {key} yet")
-            self.gw.trace.read(view.sid, key, rec)
-            value = rec.content
-            return CallToolResult(content=[TextContent(type="text", text=json.dumps(
-                value, ensure_ascii=False))],
-                                  structured_content={"key": key, "value": value,
-                                                      **self._resources.version_meta(rec)})
-        if "value" not in args:
-            return _error_result(f"{PUT_FACT}: value is required")
-        if self.gw.facts.owner_of(key) in self.gw.facts.remote:
-            return _error_result(f"{PUT_FACT}: fact {key} is owned by "
-                                 f"{self.gw.facts.owner_of(key)}, a team agent serving its own "
-                                 "store; it writes the fact there")
-        try:
-            rec, created = self.gw.facts.observe(key, args["value"], type="fact")
-        except IcoreError as exc:
-            return _error_result(f"{PUT_FACT}: {exc}")
-        assert rec is not None
-        if created:
-            self.gw.trace.version(rec, view.sid)
-            await self._resources.notify_subscribers(key)
-        self._resources.read(view, key, ex)  # the writer knows the value it wrote
-        self.gw.trace.call(view.sid, PUT_FACT, args, f"{key} seq {rec.seq}", error=False)
-        owner = self.gw.facts.owner_of(key)
-        said = ("written" if created else "unchanged (the value was already current)")
-        # seq counts the owner's records over all its keys; version: this key's own
-        n = self.gw.facts.version_of(rec)
-        return CallToolResult(content=[TextContent(type="text", text=(
-            f"{key} {said}; its head is version {n} (record seq {rec.seq} of owner "
-            f"{owner})"))], structured_content={"key": key, "seq": rec.seq, "version": n,
-                                                "owner": owner, "changed": created})
 
 
 def _entry_of(m: GatewayManifest, spec: ToolSpec, name: str, args: Mapping[str, Any],
@@ -545,16 +514,6 @@ async def _down(gw: _Host) -> str:
     return (f"upstream {', '.join(down)} is down or unavailable, so its tools are not "
             "listed: the protected tool cannot be routed; the call was not made (fail "
             "closed). Try again later")
-
-
-_KEY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
-                          "\u2066-\u2069]")
-"""Control, line-separator and bidi characters a fact's key written by ``icore_put_fact``
-may not hold (QA qa-new10c S4)."""
-_CONTROL_SAID = ("a control or bidi character: a fact's key is shown in refusals, traces "
-                 "and reports, where such a character makes it read as another key (a "
-                 "right-to-left override reverses what follows). Nothing was written; "
-                 "use a key of printable characters")
 
 
 def _token_client() -> str | None:

@@ -67,10 +67,7 @@ DEFAULT_ASK_TIMEOUT_S = 300.0
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 class GatewayError(IntegrationError):
-    """The MCP gateway (``icore.mcp``) met input or state it cannot serve.
-
-    Fields name the upstream, tool, resource URI or key.
-    """
+    """The MCP gateway met input or state it cannot serve (fields: upstream, tool, uri, key)."""
 
     code = ErrorCode.MCP
 
@@ -228,10 +225,13 @@ class ToolSpec(_Model):
         writes: URIs the tool changes: re-read from the upstream after a call, so the
             change becomes a new version at once; ``{arg}`` placeholders are filled from
             the call's arguments, as in ``depends_on``.
+        error_means_no_effect: its upstream's error results (``isError``) mean it did
+            nothing (default False: such a result's outcome is unknown; docs/mcp.md).
     """
 
     depends_on: tuple[str, ...]
     writes: tuple[str, ...] = ()
+    error_means_no_effect: StrictBool = False
 
     @field_validator("depends_on")
     @classmethod

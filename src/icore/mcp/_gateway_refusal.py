@@ -130,6 +130,8 @@ def refusal(name: str, v: Verdict, *, first_read: bool = False,
         lines[0] = (f"{refusal_head(name, 'not_read')}: this call depends on facts this "
                     "session has not read, and their current values could not be read. "
                     "Read them and call again.")
+    if reason == "not_read" and v.call.spent:  # an unknown outcome used the reads (15b)
+        lines[0] = f"{refusal_head(name, reason)}: {v.call.detail}. Nothing ran now."
     if stopping:
         lines[0] = f"{refusal_head(name, reason)}: {STOPPING}"
     if v.call.detail and reason not in (Reason.STALE.value, "not_read"):

@@ -66,6 +66,8 @@ class ManifestWatch:
         self.unresolved = Unresolved()
         self.checked = False
         self._late_error = False
+        self._listed: set[str] = set()  # the tools of the last listing
+        self._renames: dict[str, list[str]] = {}  # protected name -> tools new when it went
 
     def _routes(self) -> dict[str, str]:
         return {shown: r.name for shown, r in self.gw.tools.items()}
@@ -94,6 +96,7 @@ class ManifestWatch:
         gw, m = self.gw, self.gw.manifest
         down = sorted(n for n in gw.upstreams if n not in gw.listed)
         self.unresolved = check_tools(m, self._routes(), self._own(), down)
+        self._listed = set(self._routes())
         pats = [dep_pattern(d) for t in m.tools.values() for d in t.depends_on
                 if not d.startswith(FACT_SCHEME)]
         self._resources.watched = lambda uri: any(p.fullmatch(uri) for p in pats)
@@ -127,12 +130,22 @@ class ManifestWatch:
 
         A name found now is resolved; a name lost since (a clash with an upstream that
         came back namespaces it) is unresolved again: the tools it may mean are blocked
-        (fail closed). When every upstream is listed, a name still missing is a manifest
-        error (logged once).
+        (fail closed), and so are the tools that appeared in the listing where it went
+        (a rename, whatever the new name: QA qa-new15b S3). When every upstream is
+        listed, a name still missing is a manifest error (logged once).
         """
         gw, un = self.gw, self.unresolved
-        before = set(un.names)
-        un.names = unserved(gw.manifest, self._routes(), self._own())
+        before, routes = set(un.names), self._routes()
+        un.names = unserved(gw.manifest, routes, self._own())
+        new = sorted(set(routes) - self._listed) if self._listed else []
+        self._listed = set(routes)
+        for name in set(un.names) - before:  # a tool new in the same listing: its rename?
+            self._renames[name] = sorted(set(self._renames.get(name, ())) | set(new))
+        for name in list(self._renames):  # blocked too until the name is found (qa-new15b)
+            if name not in un.names:
+                del self._renames[name]
+            else:
+                un.names[name] = sorted(set(un.names[name]) | set(self._renames[name]))
         un.down = sorted(n for n in gw.upstreams if n not in gw.listed)
         for name in sorted(before - set(un.names)):
             gw.trace.note("gateway", f"protected tool {name} found", tool=name)

@@ -295,7 +295,7 @@ class GatewayTrace:
                                                    "replanned": d.replanned,
                                                    "point": d.point,
                                                    **_heads(heads)},
-                              task=task)
+                              task=task, args=dict(args))  # a call killed mid-run: named
         if not executed:
             self.recorder.tool_call(sid, tool, args, f"BLOCKED: {reason}: {detail}",
                                     error=True, blocked=True, task=task, reason=reason,
@@ -367,14 +367,14 @@ class GatewayTrace:
         answered an error (``isError``, a JSON-RPC error, no answer) is failed after
         authorization: its last decision line gets the ``error`` (issue 28); one sent
         and not answered gets ``may_have_run: true`` (:func:`_fail`), which the audit
-        counts ``outcome unknown`` (#29). The file is
+        counts ``outcome unknown`` (#29; ``ran``: it ran, the decision kept). The file is
         append-only while the gateway runs, so the decision is appended again with the
         error at once (the audit reads the two lines as one decision, the later one's
         error kept): a gateway stopped at once (a second signal, SIGKILL) keeps the
         failure; the rewrite at a normal stop has the one line carry it (#25).
         """
         task = fields.get("task")
-        if error and task is not None and not fields.get("blocked"):
+        if error and task is not None and not fields.get("blocked") and not fields.get("ran"):
             text = result if isinstance(result, str) else text_of(result)
             if fields.get("may_have_run"):  # sent, not answered: outcome unknown (#29)
                 text = MAY_HAVE_RUN_MARK + text
@@ -561,6 +561,12 @@ def _not_ours(path: Path, ident: tuple[int, int] | None) -> str | None:
         return None
     return ("now holds a file the gateway did not write (its trace was moved or "
             "replaced while it ran)")
+
+
+def started(trace: GatewayTrace) -> None:
+    """The gateway's start stands: an earlier trace moved aside is logged now (qa-new15b)."""
+    if trace._claim is not None:
+        trace._claim.said()
 
 
 def undelivered(trace: GatewayTrace, task: str, *, cancelled: bool) -> None:

@@ -77,6 +77,17 @@ class TraceClaim:
             close_lock(self.fd)
             self.fd = -1
 
+    def said(self) -> None:
+        """Log where the earlier run's trace went, once the start stands (QA qa-new15b S4).
+
+        Not at the move: a start refused afterwards (a bad manifest) puts it back
+        (:meth:`undo`), so the line would name a move that did not stand.
+        """
+        if self.aside is not None:
+            logging.getLogger("icore.mcp").warning(
+                "moved the earlier trace at %s to %s (kept, never overwritten)", self.path,
+                self.aside)
+
     def undo(self) -> None:
         """Release the claim and remove what it made: a start refused (#29).
 
@@ -176,10 +187,7 @@ def claim_trace(path: Path, *, limit: int = 1000) -> TraceClaim:
                 _drop_orphans(p)
                 if p.exists():  # an earlier run's trace: kept beside, never overwritten
                     claim.aside = earlier_name(p)
-                    p.rename(claim.aside)
-                    logging.getLogger("icore.mcp").warning(
-                        "moved the earlier trace at %s to %s (kept, never overwritten)", p,
-                        claim.aside)
+                    p.rename(claim.aside)  # said once the start stands (:meth:`said`)
             except BaseException:
                 claim.undo()
                 raise
