@@ -340,6 +340,8 @@ class PlanfenceLog:
         branches: task -> the parallel branch its call was made in (the ``branch`` of the
             first event line naming the task that has one: LangGraph ``Send`` branches,
             ``"worker[1]/tools"``); a task of no branch is absent (#28).
+        task_lines: task -> the line of the trace file its first decision is on (JSONL
+            traces; the report links a refusal to the next call, QA qa-new13a S4).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -354,6 +356,7 @@ class PlanfenceLog:
     edited_answers: tuple[tuple[str, str | None, int, str], ...] = ()
     chain_broken: str | None = None
     branches: Mapping[str, str] = field(default_factory=dict)
+    task_lines: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).
