@@ -22,8 +22,10 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 - ``step`` (int or string) defaults to the event's 0-based position; steps must increase.
 - ``to`` names the instruction target; ``ledger`` holds the claims (booleans may be
   strings); ``final_answer`` and ``terminates`` mark the end; ``exitcode`` for tools.
-- ``tool_calls`` on an ``output`` (``[{"name", "args", "id"?}, ...]``): the calls the turn
-  asked for; their names and arguments count in whether the output repeats an earlier one.
+- ``tool_calls`` on an ``output`` (``[{"name", "args", "id"?, "args_normal"?}, ...]``):
+  the calls the turn asked for; their names and arguments count in whether the output
+  repeats an earlier one. A protected call's lines naming one by ``call_id`` are held
+  against it (:mod:`~icore.adapters._turn_args`; ``args_normal``: the tool's reading).
 - ``plan_id`` on a ``plan``: the plan it writes; a later plan with the same id is its
   replan, one with a new id a new plan (without ids every later plan is a replan).
   ``replan: true`` with a ``plan_id`` marks the PlanFence gate's one replan of that
@@ -341,8 +343,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     protected = bool(planfence["records"] or planfence["decisions"])
     lined, answered, said2 = line_digest_problems(planfence["lines"], file=file,
                                                   protected=protected)
-    asked, said4 = checks.turn_problems(planfence["decisions"], planfence["records"])
-    lined = {**asked, **lined}
+    turned, said4 = checks.turn_problems(planfence["decisions"], planfence["records"])
+    lined = {**turned, **lined}
     broken, said3, marked = checks.result(protected=protected, decisions=planfence["digests"],
                                           lines=planfence["lines"])
     if marked:  # the writer marker's promises decide: no "audited as recorded" note (#29)

@@ -80,9 +80,9 @@ class TurnArgs:
             if isinstance(act, Mapping) and isinstance(r.get("id"), str):
                 acts[r["id"]] = act
         first: dict[str, DecisionEntry] = {}
-        for d in decisions:
-            if d.task:
-                first.setdefault(str(d.task), d)
+        for e in decisions:
+            if e.task:
+                first.setdefault(str(e.task), e)
         out: dict[str, str] = {}
         for task, cid in self.linked.items():
             got, d = self.asked.get(cid), first.get(task)
