@@ -43,10 +43,11 @@ LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit",
 # shared top-level modules every layer may use: the error tree, the injected clock, the
 # data folder, optional extras, file writing, frozen-dataclass builders, the msgpack
 # packer, TLS contexts, the event-loop thread, strict JSON text (no bare NaN) and the
-# trace lines' digests, chain and writer marker, lock descriptors a fork drops (#29)
+# trace lines' digests (whole-line seals too), chain and writer marker, the tool-call
+# argument comparison, lock descriptors a fork drops (#29)
 SHARED = {"errors", "_clock", "_data", "_extras", "_files", "_frozen", "_msgpack", "_tls",
           "_threads", "_yaml", "__main__", "_entry", "_strict_json", "_line_digest",
-          "_line_chain", "_writer_mark", "_flock", ""}
+          "_line_chain", "_writer_mark", "_line_seal", "_arg_diff", "_flock", ""}
 PURE = {"records", "fence", "audit", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing", "os", "pathlib", "yaml", "importlib", "asyncio",

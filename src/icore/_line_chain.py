@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from icore._writer_mark import mark_digest, writer_mark
+from icore._writer_mark import DIGESTS, EARLIER_DIGESTS, mark_digest, writer_mark
 
 _DOMAIN = b"icore.chain.v1\n"
 CHAIN = "chain"
@@ -45,10 +45,12 @@ def link(writer: str, seq: int, prev: str, digest: str) -> str:
 def line_digest_of(line: Mapping[str, Any]) -> Any:
     """The digest a trace line carries: an event's or decision's ``digest``, a record's id.
 
+    A PlanFence line's own top-level ``digest`` (:func:`icore._line_seal.sealed`) first.
     None for a line that carries none (a plain event line, a header).
     """
     pf = line.get("planfence")
-    if isinstance(pf, Mapping) and "agent" not in line:
+    if isinstance(pf, Mapping) and "agent" not in line and not isinstance(
+            line.get("digest"), str):  # a sealed PlanFence line: its own digest
         d = pf.get("decision")
         if isinstance(d, Mapping):
             return d.get("digest")
@@ -112,14 +114,16 @@ def is_end(line: Mapping[str, Any]) -> bool:
                                 or line.get("terminates") is True)
 
 
-def header_link(writer: str) -> str:
+def header_link(writer: str, digests: Sequence[str] = DIGESTS) -> str:
     """The link of ``writer``'s marked header (:func:`icore._writer_mark.marked_header`).
 
     The marker is the same for every icore writer but its id, so its header's link (its
     chain's first) is known from the id alone: an appended writer's chain that opens at
     ``seq`` 2 with it as ``prev`` is whole, and shows the writer's promises (#29).
+    ``digests``: the marker's (:data:`icore._writer_mark.EARLIER_DIGESTS` for a writer
+    before whole-line digests).
     """
-    return link(writer, 1, "", mark_digest(writer_mark(writer)))
+    return link(writer, 1, "", mark_digest(writer_mark(writer, digests)))
 
 
 def _where(n: int | str) -> str:
@@ -147,6 +151,8 @@ class ChainCheck:
         self.marked: set[str] = set()
         """The writers whose chain opens with their writer marker's header
         (:mod:`icore._writer_mark`): seen, or dropped as an appended writer's header is."""
+        self.lined: set[str] = set()
+        """Those of :attr:`marked` whose marker promises whole-line digests."""
 
     def line(self, n: int | str, c: Any, got: Any) -> None:
         """One line (``n``: its number or place) with its chain value and digest as read."""
@@ -166,12 +172,18 @@ class ChainCheck:
                                "an integer >= 1, prev: a string)")
             return
         had, last, at = self._state.get(w, (0, "", 0))
-        if not had and (seq, prev) == (2, header_link(w)):
-            # a marked writer appending to another's file leaves its header out (#29)
-            self.marked.add(w)
-            had, last = 1, prev
-        elif seq == 1 and got == mark_digest(writer_mark(w)):
-            self.marked.add(w)
+        for digests in (DIGESTS, EARLIER_DIGESTS):
+            if not had and (seq, prev) == (2, header_link(w, digests)):
+                # a marked writer appending to another's file leaves its header out (#29)
+                self.marked.add(w)
+                had, last = 1, prev
+            elif seq == 1 and got == mark_digest(writer_mark(w, digests)):
+                self.marked.add(w)
+            else:
+                continue
+            if digests is DIGESTS:
+                self.lined.add(w)
+            break
         if w not in self._broken and (seq != had + 1 or prev != last):
             before = f" (its writer's previous one is {_where(at)})" if at else ""
             if seq <= had:

@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from icore._line_seal import whole_digest
 from icore._strict_json import finite_data
 
 FIELDS = ("agent", "kind", "content", "task", "tool", "args", "approval", "answered_by",
@@ -73,12 +74,13 @@ def checked_line(line: Mapping[str, Any], kind: str) -> tuple[Any, bool] | None:
 
     ``kind`` is the line's step kind as read (``thought``, ``tool_output``, ...).
     ``matches`` is False when the recorded digest is absent, not a string, or differs
-    from :func:`line_digest`.
+    from both :func:`line_digest` and the whole-line digest an icore writer now writes
+    on every line (:func:`icore._line_seal.whole_digest`, which covers these fields).
     """
     if not guarded(line if line.get("kind") == kind else {**line, "kind": kind}):
         return None
     got = line.get("digest")
-    return got, isinstance(got, str) and got == line_digest(line)
+    return got, isinstance(got, str) and got in (line_digest(line), whole_digest(line))
 
 
 def line_action(line: Mapping[str, Any]) -> str:

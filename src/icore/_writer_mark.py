@@ -9,13 +9,16 @@ told from an edit that stripped the event lines' digests. So every icore JSONL w
 header what it writes::
 
     {"run": {..., "icore": {"v": 1, "writer": "<its chain id>",
-                            "digests": ["decisions", "events", "records"],
+                            "digests": ["decisions", "events", "records", "lines"],
                             "chain": true, "seal": true}},
+     "run_digest": "<the header's whole-line digest>",
      "digest": "<sha256 of the marker>", "chain": {"writer": ..., "seq": 1, "prev": ""}}
 
 ``digests``: every PlanFence decision line carries its digest, every human-answer /
 tool-outcome line (:func:`icore._line_digest.guarded`) its digest, every record line its
-id; ``chain``: each of those lines (and the header) its link in the writer's chain;
+id; ``lines`` (QA qa-new14 S3): every line (model turns, plans, the header's run
+fields...) its whole-line digest (:mod:`icore._line_seal`); ``chain``: each of those
+lines (and the header) its link in the writer's chain;
 ``seal``: every end line (``termination``, ``terminates: true``) its ``chain_end``. The
 header is the first line of the writer's chain (its ``digest``: :func:`mark_digest`),
 so the marker cannot be dropped or edited while the chain stays whole.
@@ -41,15 +44,22 @@ MARK = "icore"
 """The key of the marker in the header's ``run`` object."""
 VERSION = 1
 """The marker's version written here (a later one is read with these rules, noted)."""
-DIGESTS = ("decisions", "events", "records")
-"""What an icore writer digests (every line of each kind)."""
+DIGESTS = ("decisions", "events", "records", "lines")
+"""What an icore writer digests (every line of each kind; ``lines``: every line, over all
+its fields, :mod:`icore._line_seal`)."""
+EARLIER_DIGESTS = ("decisions", "events", "records")
+"""What icore writers digested before ``lines`` (their traces are read by those promises)."""
 
 _DOMAIN = b"icore.writer-mark.v1\n"
 
 
-def writer_mark(writer: str) -> dict[str, Any]:
-    """The marker an icore writer with chain id ``writer`` puts in its header."""
-    return {"v": VERSION, "writer": writer, "digests": list(DIGESTS), "chain": True,
+def writer_mark(writer: str, digests: Sequence[str] = DIGESTS) -> dict[str, Any]:
+    """The marker an icore writer with chain id ``writer`` puts in its header.
+
+    ``digests``: what it digests (:data:`EARLIER_DIGESTS`: the marker of an icore version
+    before whole-line digests, to recognise its traces).
+    """
+    return {"v": VERSION, "writer": writer, "digests": list(digests), "chain": True,
             "seal": True}
 
 
@@ -131,16 +141,18 @@ class MarkCheck:
             self._whys.append(f"line {n}: the header carries no chain link although its "
                               "writer marker promises one (its link was removed)")
 
-    def writers(self, marked: Collection[str]) -> None:
+    def writers(self, marked: Collection[str], lined: Collection[str] = ()) -> None:
         """The writers whose chain shows their marker (:attr:`icore._line_chain.ChainCheck.marked`).
 
         One is enough to hold the trace to the version-1 promises when its header carries
         no marker (the marker stripped while the chain stayed, or a marked writer's lines
-        appended to a file with another header).
+        appended to a file with another header). ``lined``: those of them whose marker
+        promises whole-line digests (:attr:`icore._line_chain.ChainCheck.lined`).
         """
         if marked and not self.active:
             self.active = True
-            self.promised = frozenset((*DIGESTS, "chain", "seal"))
+            self.promised = frozenset((*(DIGESTS if lined else EARLIER_DIGESTS), "chain",
+                                       "seal"))
 
     def missing(self, n: int | str, kind: str, what: str) -> None:
         """Line ``n`` lacks ``what`` (a digest, a seal) a marker would promise for ``kind``.
@@ -191,5 +203,5 @@ class MarkCheck:
                                         "writer marker promises)" for why in self._whys))
 
 
-__all__ = ["DIGESTS", "MARK", "VERSION", "MarkCheck", "mark_digest", "marked_header",
-           "writer_mark"]
+__all__ = ["DIGESTS", "EARLIER_DIGESTS", "MARK", "VERSION", "MarkCheck", "mark_digest",
+           "marked_header", "writer_mark"]

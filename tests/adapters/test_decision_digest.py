@@ -129,11 +129,11 @@ def test_an_edit_that_drops_the_digest_is_caught(tmp_path: Path) -> None:
     _decisions(bad)[1][1]["digest"] = 7  # not a string
     _write(tmp_path / "b.jsonl", bad)
     code, run, _ = _json_run(tmp_path, tmp_path / "b.jsonl")
-    # its digest changed, the line's link in its writer's chain changed: the chain
-    # breaks at the next line, so every action is INVALID (the line's own is named)
+    # its digest changed, so did its line's whole-line digest (which its chain link
+    # binds, QA qa-new14 S3): every action is INVALID (the line's own is named)
     assert [lv["status"] for lv in run["lineage"]] == ["INVALID", "INVALID"]
     assert "not a string" in run["lineage"][1]["reason"]
-    assert any("breaks at line" in w for w in run.get("warnings", ()))
+    assert any("does not match its digest" in w for w in run.get("warnings", ()))
 
 
 def test_a_trace_without_digests_is_audited_as_before_with_a_note(tmp_path: Path) -> None:

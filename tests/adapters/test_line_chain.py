@@ -156,7 +156,9 @@ def test_the_recorder_chains_its_lines_and_the_honest_run_audits_clean(
 
 def _broken(tmp_path: Path, edit: str) -> tuple[int, dict[str, Any]]:
     lines = _lines(_recorded(tmp_path, f"{edit}.jsonl"))
-    chained = [i for i, x in enumerate(lines) if CHAIN in x and "run" not in x]  # not the header
+    # not the header, nor the end line (every line is chained now: QA qa-new14 S3)
+    chained = [i for i, x in enumerate(lines) if CHAIN in x and "run" not in x
+               and CHAIN_END not in x]
     # the human's rejection of the stale call: the line an editor would drop
     ans = next(i for i, x in enumerate(lines) if x.get("answered_by") == "human")
     if edit == "delete":
@@ -188,9 +190,11 @@ def test_a_duplicated_or_moved_line_is_seen(tmp_path: Path) -> None:
 
 
 def test_lines_cut_before_the_end_line_are_seen_by_its_seal(tmp_path: Path) -> None:
+    """The end line is chained too now (QA qa-new14 S3): the cut shows at its link."""
     code, run = _broken(tmp_path, "cut")
     assert code == 3 and {lv["status"] for lv in run["lineage"]} == {"INVALID"}
-    assert any("breaks at the run's end" in w for w in _chain_warnings(run))
+    assert any("breaks at line" in w and "missing before it" in w
+               for w in _chain_warnings(run))
 
 
 def test_two_writers_appending_to_one_file_audit_clean_in_any_interleaving(

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from icore._line_digest import FIELDS, guarded, line_digest, with_digest
+from icore._line_seal import whole_digest
 from icore.cli import app
 from icore.integrations import FenceGuard, RunRecorder
 from icore.workspace import Workspace
@@ -90,7 +91,8 @@ def test_the_recorder_writes_digests_and_the_honest_run_audits_clean(tmp_path: P
                                                                       ) -> None:
     path = _recorded(tmp_path)
     lines = [x for x in _lines(path) if "agent" in x and guarded(x)]
-    assert len(lines) >= 3 and all(x["digest"] == line_digest(x) for x in lines)
+    # the whole-line digest every line carries now (QA qa-new14 S3) covers FIELDS
+    assert len(lines) >= 3 and all(x["digest"] == whole_digest(x) for x in lines)
     code, run, _ = _run(tmp_path, path, "--fail-on", "invalid")
     assert code == 0 and sorted(_statuses(run)) == ["blocked", "valid"]
     assert not [w for w in run.get("warnings", ()) if "digest" in w]

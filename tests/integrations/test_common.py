@@ -140,6 +140,8 @@ def test_integrations_import_only_public_api() -> None:
                "icore._line_digest",  # event-line digests (#29), stdlib-only likewise
                "icore._line_chain",  # each writer's chain of digested lines (#29), likewise
                "icore._writer_mark",  # the header's writer marker (#29), likewise
+               "icore._line_seal",  # every line's whole-line digest (qa-new14), likewise
+               "icore._arg_diff",  # tool-call arguments compared (qa-new14), likewise
                "icore._flock"}  # lock descriptors a forked child drops (#29), likewise
     for path in sorted((SRC / "integrations").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -20,6 +20,8 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
+from icore._line_chain import chain_lines
+from icore._line_seal import sealed
 from icore.cli import app as cli
 from icore.integrations import RunRecorder
 from icore.integrations.langgraph import RecordingHandler
@@ -85,8 +87,14 @@ def test_audit_lists_each_action_with_its_branch_and_old_traces_as_before(
     # the same trace without the field (an older icore): the same audit, no branch key
     old = tmp_path / "old" / "fan.jsonl"
     old.parent.mkdir()
-    old.write_text("".join(json.dumps({k: v for k, v in x.items() if k != "branch"}) + "\n"
-                           for x in map(json.loads, path.read_text().splitlines())))
+    lines = [{k: v for k, v in x.items() if k not in ("branch", "chain", "chain_end",
+                                                       "run_digest")
+              and (k != "digest" or "run" in x)}
+             for x in map(json.loads, path.read_text().splitlines())]
+    # sealed and chained again as its writer would have written it (every line is
+    # digested: QA qa-new14 S3; a field dropped by hand is an edit)
+    old.write_text("".join(json.dumps(x) + "\n" for x in chain_lines(
+        lines[0]["run"]["icore"]["writer"], [sealed(x) for x in lines])))
     was = _audit_json(old, tmp_path / "old")
     assert all("branch" not in a for a in was["lineage"])
     assert [{k: v for k, v in a.items() if k != "branch"} for a in got["lineage"]] == \

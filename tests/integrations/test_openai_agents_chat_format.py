@@ -92,7 +92,8 @@ def test_chat_completions_turns_calls_and_answer_are_recorded(stream: bool) -> N
     asyncio.run(go())
     turns = [e for e in rec.events if e["kind"] == "output"]
     assert [t.get("tool_calls") for t in turns] == [
-        [{"name": "get_room", "args": {"room": "301"}}], None]
+        [{"name": "get_room", "args": {"room": "301"}, "id": "call_1"}], None]  # its id:
+    # a fenced call's lines name it, the audit holds them against it (QA qa-new14 S3)
     assert turns[1]["content"] == "done"
     calls = [e for e in rec.events if e["kind"] == "tool_output"]
     assert [(c["tool"], c["exitcode"]) for c in calls] == [("get_room", 0)]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from icore._line_seal import whole_digest
 from icore.fence import DecisionEntry, GateDecision, Outcome, Reason
 from icore.mcp import GatewayTrace
 from icore.records import Record
@@ -27,9 +28,10 @@ def _decision() -> GateDecision:
 
 
 def _unchained(line: str) -> str:
-    """A trace line without its ``chain`` link (#29), as the writer's JSON."""
-    return json.dumps({k: v for k, v in json.loads(line).items() if k != "chain"},
-                      sort_keys=True)
+    """A trace line without its ``chain`` link (#29) and its whole-line digest (QA
+    qa-new14 S3), as the writer's JSON."""
+    return json.dumps({k: v for k, v in json.loads(line).items()
+                       if k not in ("chain", "digest")}, sort_keys=True)
 
 
 def test_decision_lines_are_the_old_bytes_and_read_back(tmp_path: Path) -> None:
@@ -43,6 +45,8 @@ def test_decision_lines_are_the_old_bytes_and_read_back(tmp_path: Path) -> None:
     assert {**d.to_dict(), "task": "client#1/1"} == {  # the bytes before #29, and the digest
         k: v for k, v in old["planfence"]["decision"].items() if k != "digest"}
     assert pf == [json.dumps(old, sort_keys=True)]  # beside its link in the chain (#29)
+    assert all(x["digest"] == whole_digest(x) for x in map(json.loads, lines)
+               if "agent" in x or "planfence" in x)  # every line digested (qa-new14 S3)
     back = DecisionEntry.from_dict(json.loads(pf[0])["planfence"]["decision"])
     assert back == d.entry(task="client#1/1")
 

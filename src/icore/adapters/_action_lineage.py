@@ -20,6 +20,7 @@ from typing import Any
 
 from icore.adapters._answer_twins import Twins
 from icore.adapters._call_identity import made_by
+from icore.adapters._called_again import called_again
 from icore.adapters._lineage_index import RecordIndex
 from icore.adapters._lineage_types import (
     FAILED_AFTER_AUTHORIZATION,
@@ -195,7 +196,8 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
         lineages = _answered(lineages, planfence.edited_answers)
         if planfence.chain_broken is not None:
             lineages = _all_invalid(lineages, planfence.chain_broken, records)
-    return lineages
+    return called_again(lineages, records, planfence.task_lines
+                        if isinstance(planfence, PlanfenceLog) else {})
 
 
 def _answered(lineages: tuple[ActionLineage, ...],

@@ -22,8 +22,10 @@ One JSON object per line (blank lines and lines starting with ``#`` are skipped)
 - ``step`` (int or string) defaults to the event's 0-based position; steps must increase.
 - ``to`` names the instruction target; ``ledger`` holds the claims (booleans may be
   strings); ``final_answer`` and ``terminates`` mark the end; ``exitcode`` for tools.
-- ``tool_calls`` on an ``output`` (``[{"name", "args", "id"?}, ...]``): the calls the turn
-  asked for; their names and arguments count in whether the output repeats an earlier one.
+- ``tool_calls`` on an ``output`` (``[{"name", "args", "id"?, "args_normal"?}, ...]``):
+  the calls the turn asked for; their names and arguments count in whether the output
+  repeats an earlier one. A protected call's lines naming one by ``call_id`` are held
+  against it (:mod:`~icore.adapters._turn_args`; ``args_normal``: the tool's reading).
 - ``plan_id`` on a ``plan``: the plan it writes; a later plan with the same id is its
   replan, one with a new id a new plan (without ids every later plan is a replan).
   ``replan: true`` with a ``plan_id`` marks the PlanFence gate's one replan of that
@@ -61,9 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from icore._files import not_a_regular_file
-from icore._line_chain import ChainCheck
 from icore._line_digest import checked_line, line_action, line_digest_problems
-from icore._writer_mark import MarkCheck
 from icore.adapters._decision_check import (
     check_record_line,
     check_record_links,
@@ -86,6 +86,7 @@ from icore.adapters._gate_lines import (
 )
 from icore.adapters._json_where import path_at, path_at_depth
 from icore.adapters._json_window import MAX_DEPTH
+from icore.adapters._line_checks import LineChecks
 from icore.adapters._line_steps import FileSteps, file_stamp
 from icore.adapters._odd_values import EXIT_MAX, EXIT_MIN, odd_constants, odd_exit_code
 from icore.adapters._trace import (
@@ -239,8 +240,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     header_at = first_step = 0  # the lines of the run header and of the first step
     planfence: dict[str, list[Any]] = {"records": [], "decisions": [], "digests": [],
                                         "lines": []}
-    chain = ChainCheck()  # each writer's chain, checked as read (#29)
-    mark = MarkCheck(file)  # what the header's writer marker promises (#29)
+    checks = LineChecks(file)  # digests, chains, writer marker, model turns (#29)
     names: AgentNames | None = None
     agents_decl: dict[str, Any] = {}
     steps: list[Step] = []
@@ -294,16 +294,11 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
                 raise AdapterError("run header must be an object", file=file,
                                    field=f"line {n}.run")
             header, header_at = obj["run"], n
-            mark.header(n, obj)
-            if "digest" in obj or "chain" in obj:  # the writer marker's digest (#29)
-                chain.line(n, obj.get("chain"), obj.get("digest"))
+            checks.header(n, obj)
             continue
         if "planfence" in obj and "agent" not in obj:
             _planfence_line(obj["planfence"], file, f"line {n}.planfence", planfence)
-            pf = obj["planfence"]
-            if "chain" in obj or "digest" in pf.get("decision", ()):
-                got = pf["decision"].get("digest") if "decision" in pf else pf["record"]["id"]
-                chain.line(n, obj.get("chain"), got)
+            checks.planfence(n, obj)
             continue
         if names is None:
             first_step = n
@@ -327,12 +322,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         if (ck := checked_line(obj, st.kind)) is not None:
             planfence["lines"].append((n, line_action(obj), *ck, answer_args(
                 obj, st.index) if st.kind == StepKind.THOUGHT else None))
-        if "digest" in obj or "chain" in obj:
-            chain.line(n, obj.get("chain"), obj.get("digest"))
-        if "chain_end" in obj:
-            chain.seal(n, obj["chain_end"])
-        elif st.terminates:
-            mark.missing(n, "seal", "chain_end seal on the run's end line")
+        checks.event(n, obj, own=ck is not None, terminates=st.terminates)
         if "task" in obj:
             note_call(callers, branches, obj, st.kind, st.agent, gated)
         if not gate_lines and gate_activity(obj, st.kind):
@@ -356,13 +346,12 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     protected = bool(planfence["records"] or planfence["decisions"])
     lined, answered, said2 = line_digest_problems(planfence["lines"], file=file,
                                                   protected=protected)
-    broken, said3 = chain.result(file=file, note=protected)
-    mark.writers(chain.marked)
-    unmarked, said4 = mark.lines(planfence["digests"], planfence["lines"])
-    if mark.active:  # its promises decide: no "audited as recorded" note (#29)
-        said, said2, said3 = (tuple(w for w in x if ": note: " not in w)
-                              for x in (said, said2, said3))
-    broken = broken or unmarked
+    turned, said4 = checks.turn_problems(planfence["decisions"], planfence["records"])
+    lined = {**turned, **lined}
+    broken, said3, marked = checks.result(protected=protected, decisions=planfence["digests"],
+                                          lines=planfence["lines"])
+    if marked:  # the writer marker's promises decide: no "audited as recorded" note (#29)
+        said, said2 = (tuple(w for w in x if ": note: " not in w) for x in (said, said2))
     warnings += said + said2 + said3 + said4 + gate_without_records(gate_lines, file,
                                                                      protected)
     warnings += names.merge_notes(file)
@@ -418,7 +407,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         orchestrator=(names.canonical(orch) or orch) if orch else None,
         planfence=PlanfenceLog(records, tuple(planfence["decisions"]), tuple(replans),
                                tuple(answers), edited, undigested, tuple(resent),
-                               callers, lined, answered, broken, branches, gated)
+                               callers, lined, answered, broken, branches, gated,
+                               checks.task_lines)
         if records or planfence["decisions"] or broken else None,
         warnings=warnings,
     )

@@ -94,6 +94,10 @@ class ActionLineage:
             repeats: the same tool and arguments, authorized from the same versions of
             D(a) (:func:`~icore.adapters._reissued.reissued`; it may have acted twice,
             QA qa-new14 S2), else None.
+        called_again: of a call refused ``not_read`` or ``stale``, the next call of its
+            tool by its agent that ran, and what it had read ("refused not_read at line
+            4; called again at line 9 (ship-2) after reading order/7@2",
+            :func:`~icore.adapters._called_again.called_again`, QA qa-new13a S4); else None.
 
     Both links come from the trace's plan lines (:attr:`PlanfenceLog.replans`), never
     from matching tool names: a call of another session, or a sibling call of the same
@@ -119,6 +123,7 @@ class ActionLineage:
     agent: str | None = None
     branch: str | None = None
     reissue_of: str | None = None
+    called_again: str | None = None
 
     @property
     def invalid(self) -> bool:

@@ -343,6 +343,8 @@ class PlanfenceLog:
         gated: task -> tool of each gate thought that authorized a call (an MCP
             gateway's): a task no decision line names is a call authorized and
             forwarded whose decision line was cut (QA qa-new15b S2: outcome unknown).
+        task_lines: task -> the line of the trace file its first decision is on (JSONL
+            traces; the report links a refusal to the next call, QA qa-new13a S4).
     """
 
     records: tuple[Mapping[str, Any], ...] = ()
@@ -358,6 +360,7 @@ class PlanfenceLog:
     chain_broken: str | None = None
     branches: Mapping[str, str] = field(default_factory=dict)
     gated: Mapping[str, str] = field(default_factory=dict)
+    task_lines: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"records": [...], "decisions": [...]}`` (decisions as their dicts).

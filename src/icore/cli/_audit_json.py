@@ -144,6 +144,8 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
     ``"reissue_of": action`` for an action reissued after an unknown outcome: the same
     tool and arguments as that earlier action, authorized from the same versions, while
     the earlier one's outcome is unknown (it may have run twice, QA qa-new14 S2).
+    ``"called_again": text`` for a call refused ``not_read`` / ``stale``: the next call of
+    its tool by its agent that ran, and what it had read (QA qa-new13a S4).
     ``paused``: the run is paused, waiting for a human (no terminal marker, its last step
     a pause; every run has the key, #29). ``warnings``: the import's warnings, when any
     (a record or decision line that does not match its digest, gate activity with no
@@ -167,6 +169,7 @@ def run_json(r: AuditResult, att: Attribution | None, out: Path | None,
                 **({"resent_unchanged": list(lv.resent_unchanged)}
                    if lv.resent_unchanged else {}),
                 **({"reissue_of": lv.reissue_of} if lv.reissue_of is not None else {}),
+                **({"called_again": lv.called_again} if lv.called_again is not None else {}),
                 **call_fields(lv.caller, lv.action, lv.args, lv.branch)}
                for lv in (views if views is not None else lineage_views(r))]
     return {

@@ -365,6 +365,7 @@ class FenceGuard:
                            else None)
         if rec is not None and res is not None:
             who = rec.gate(asker or self.agent, name, res, lookup=self._lookup(), args=call.args,
+                           call_id=call_id,
                            owner=self.handle.name if self.handle is not None else None,
                            turn=call.turn, refused=None if call.executed or (
                                call.reason == res.final.reason.value) else call.reason)

@@ -8,13 +8,15 @@ and a block. :func:`add_once` writes a ``task`` / ``termination`` line once.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+from icore._arg_diff import arg_difference
+from icore.errors import IcoreError
 from icore.fence import ActionResult, Reason
 from icore.integrations._call_lines import after_gate, refusal_fields
 from icore.integrations._failed import Failed
-from icore.integrations._trace_data import text_of
+from icore.integrations._trace_data import jsonable, text_of
 from icore.integrations._write_ahead import call_task
 from icore.records import Lookup, RecordId
 
@@ -107,7 +109,8 @@ def record_gate(rec: Any, agent: str | None, tool: str, result: ActionResult, *,
                           f"{tool}", gate={"outcome": d.outcome.value,
                                            "reason": d.reason.value, "tool": tool,
                                            "replanned": d.replanned or handed_over,
-                                           "point": d.point}, task=task)
+                                           "point": d.point}, task=task,
+                          call_id=None if call_id is None else str(call_id))
                   for d in result.decisions]
     if handed_over and result.executed:
         with rec._lock:  # its tool output says so too
@@ -163,4 +166,37 @@ def add_once(rec: Any, kind: str, agent: str, content: Any, *, traced: bool,
     return line
 
 
-__all__ = ["Scope", "Waiting", "add_once", "record_gate", "take_replan_of"]
+def asked_as(rec: Any, call_id: Any,
+             normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
+    """Note on the model turn's tool call ``call_id`` its arguments as the tool sees them.
+
+    ``normalize``: the tool's own normalizer (:class:`~icore.integrations.ArgNormalizer`:
+    its schema applied, defaults filled in, dates and numbers in their JSON form), put
+    over the arguments the newest turn asking for ``call_id`` recorded. When that normal
+    form differs from them in a value the model gave (``"10"`` read as ``10``, a
+    date-time read as a date), the tool call gets ``args_normal``: the audit holds the
+    call's action record against it instead of the raw arguments
+    (:class:`~icore.adapters._turn_args.TurnArgs`, QA qa-new14 S3), so the schema's
+    reading is never taken for a forged argument. Computed from the turn's arguments,
+    never from what the tool received: a call the framework changed on the way is still
+    seen. Arguments the schema refuses are left alone.
+    """
+    if not call_id or rec is None:
+        return
+    with rec._lock:
+        hit = next((c for ev in reversed(rec.events) if ev.get("kind") == "output"
+                    for c in reversed(ev.get("tool_calls") or ()) if isinstance(c, dict)
+                    and c.get("id") == str(call_id)), None)
+        asked = hit.get("args") if hit is not None else None
+    if not isinstance(asked, dict):
+        return
+    try:
+        norm = jsonable(dict(normalize(asked)))
+    except (IcoreError, ValueError, TypeError):
+        return
+    if isinstance(norm, dict) and arg_difference(asked, norm) is not None:
+        with rec._lock:
+            hit["args_normal"] = norm  # type: ignore[index]
+
+
+__all__ = ["Scope", "Waiting", "add_once", "asked_as", "record_gate", "take_replan_of"]

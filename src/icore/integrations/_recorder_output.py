@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from icore._line_chain import chain_lines
-from icore._line_digest import with_digest
+from icore._line_seal import sealed
 from icore._strict_json import strict_dumps
 from icore._writer_mark import marked_header
 from icore.integrations._run_file import write_run
@@ -54,9 +54,10 @@ class RunOutput:
         """The run in the generic JSONL format.
 
         The header first, then the PlanFence lines, then one event per line, then
-        ``after`` (the MCP gateway's PlanFence lines). Every digested line carries its
-        link in this recorder's chain (:attr:`writer`), every end line the chain's seal
-        (:func:`icore._line_chain.chain_lines`, #29).
+        ``after`` (the MCP gateway's PlanFence lines). Every line carries its whole-line
+        digest (:func:`icore._line_seal.sealed`: model turns and their ``tool_calls``
+        too, QA qa-new14 S3) and its link in this recorder's chain (:attr:`writer`),
+        every end line the chain's seal (:func:`icore._line_chain.chain_lines`, #29).
         """
         with self._lock:
             before = list(self._before)
@@ -65,8 +66,8 @@ class RunOutput:
         with self._lock:
             events = list(self.events)
             planfence = list(self.planfence)
-        lines = chain_lines(self.writer, [self.header(), *planfence,
-                                          *map(with_digest, events), *after])
+        lines = chain_lines(self.writer, [sealed(x) for x in (self.header(), *planfence,
+                                                              *events, *after)])
         return "".join(strict_dumps(x, sort_keys=True) + "\n" for x in lines)
 
     def write(self, path: str | Path, *, overwrite: bool = False) -> Path:

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from icore._files import earlier_name, file_identity, folder_turn, foreign_file, write_owned
 from icore._line_chain import CHAIN_END, ChainWriter, is_end
-from icore._line_digest import with_digest
+from icore._line_seal import sealed
 from icore._strict_json import strict_dumps
 from icore.errors import IntegrationError
 from icore.integrations._run_file import _gateway_trace, checked_path
@@ -264,7 +264,7 @@ class RunJournal:
         """
         chain = ChainWriter(self._chain.writer)
         chain.seq, chain.last = self._chain.seq, self._chain.last
-        batch = [chain.chained(with_digest(x)) for x in lines]
+        batch = [chain.chained(sealed(x)) for x in lines]
         seal = chain.seal()
         data = "".join(_dump({**x, CHAIN_END: seal} if is_end(x) else x) + "\n"
                        for x in batch).encode("utf-8")

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from icore._line_chain import CHAIN_END, ChainWriter, is_end
-from icore._line_digest import with_digest
+from icore._line_seal import sealed
 from icore._strict_json import strict_dumps
 from icore.adapters import MAY_HAVE_RUN_MARK
 from icore.fence import DecisionEntry, GateDecision, Outcome
@@ -533,14 +533,14 @@ def _appended(chain: ChainWriter, lines: Sequence[Mapping[str, Any]]
               ) -> tuple[ChainWriter, list[str]]:
     """The text of ``lines`` appended to the live trace, and its chain after them (#29).
 
-    Each line with its digest (:func:`icore._line_digest.with_digest`) and its link in
+    Each line with its whole-line digest (:func:`icore._line_seal.sealed`) and its link in
     ``chain`` (continued, not changed: a write that fails keeps the old one), an end
     line with the chain's seal; the final rewrite is chained anew
     (:meth:`RunRecorder.jsonl`).
     """
     after = ChainWriter(chain.writer)
     after.seq, after.last = chain.seq, chain.last
-    batch = [after.chained(with_digest(x)) for x in lines]
+    batch = [after.chained(sealed(x)) for x in lines]
     return after, [strict_dumps({**x, CHAIN_END: after.seal()} if is_end(x) else x,
                                 sort_keys=True) + "\n" for x in batch]
 

@@ -260,11 +260,14 @@ def render_lineage(lineage: ActionLineage, *, outcome_note: str = "",
         said = REISSUED_NOTE.format(first=lineage.reissue_of)
         steps.append(DecisionStepView("reissued", REISSUED, "bad", said))
         reason = f"{reason.rstrip('.')}; {said}."
+    if lineage.called_again is not None:  # QA qa-new13a S4: re-read, then called
+        steps.append(DecisionStepView("again", "called again", "ok", lineage.called_again))
+        reason = f"{reason.rstrip('.')}; {lineage.called_again}."
     return LineageView(lineage.action, lineage.title, status, reason, recs, points, tuple(steps),
                        tuple(stale_by), action, last.roots if last else (), error,
                        lineage.outcome_unknown, lineage.human, lineage.human_step,
                        lineage.resent_unchanged, lineage.args, lineage.agent,
-                       lineage.branch, lineage.reissue_of)
+                       lineage.branch, lineage.reissue_of, lineage.called_again)
 
 
 RESENT_UNCHANGED = ("replan resent unchanged: its arguments are the stale call's although "

@@ -313,6 +313,9 @@ class LineageView:
         reissue_of: the earlier action whose outcome is unknown that this one repeats
             (same tool, arguments and versions: "reissued after an unknown outcome",
             :attr:`icore.adapters.ActionLineage.reissue_of`), else None.
+        called_again: of a call refused ``not_read`` / ``stale``, the next call of its
+            tool by its agent that ran and what it read
+            (:attr:`icore.adapters.ActionLineage.called_again`), else None.
     """
 
     id: str
@@ -334,6 +337,7 @@ class LineageView:
     caller: str | None = None
     branch: str | None = None
     reissue_of: str | None = None
+    called_again: str | None = None
 
     @property
     def counted(self) -> str:

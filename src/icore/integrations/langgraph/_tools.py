@@ -55,6 +55,7 @@ from icore.integrations._arg_normal import SCHEMA_ERRORS, schema_failed
 from icore.integrations._arg_problems import refused_args
 from icore.integrations._failed import leaves_open
 from icore.integrations._recorder import line_fields
+from icore.integrations._recorder_lines import asked_as
 from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._scope_once import one_call
 from icore.integrations._tool_failed import MAX_ERROR_CHARS, describe, message_of
@@ -415,6 +416,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
 
             # recording on (a RecordingHandler) but no recorder= given: recorded anyway
             rec = _handler_recorder(config) if guard.recorder is None else None
+            asked_as(rec or guard.recorder, call_id if agent_mode else None, f.norm)
             granted: list[str] = []
             try:
                 if agent_mode:
@@ -482,6 +484,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     raise
 
             rec = _handler_recorder(config) if guard.recorder is None else None
+            asked_as(rec or guard.recorder, call_id if agent_mode else None, f.norm)
             granted: list[str] = []
             try:
                 if agent_mode:

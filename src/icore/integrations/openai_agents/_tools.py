@@ -11,19 +11,19 @@ UUIDs, enums, nested models to JSON); calls of one model response share the read
 response was produced from (each its own root); a stale call is refused with the fresh
 values as the tool's output, and the model's next call from them is the one replan.
 
-Low-level (``fence=``): L(a) comes from the run
-context (``RunContextWrapper.context``: an attribute or mapping key, default
-``plan_roots``) or a function of (context, arguments); a replan writes the fresh roots
-back into the context; a blocked call returns the reason as the tool's output, which the
-SDK sends to the model as the call's result (the SDK's documented way for a tool to
-report an error), or, with ``on_block="raise"``, raises :class:`AgentsActionBlocked`: an
+Low-level (``fence=``): L(a) comes from the run context (``RunContextWrapper.context``:
+an attribute or mapping key, default ``plan_roots``) or a function of (context,
+arguments); a replan writes the fresh roots back into the context; a blocked call
+returns the reason as the tool's output, which the SDK sends to the model as the call's
+result (the SDK's documented way for a tool to report an error), or, with
+``on_block="raise"``, raises :class:`AgentsActionBlocked`: an
 :class:`~icore.errors.ActionBlocked` that is also the SDK's ``AgentsException``, so
 ``Runner.run`` lets it out as it is (the SDK wraps any other tool exception in its
 ``UserError``) and ``except ActionBlocked`` catches it around ``Runner.run``. A setup
-mistake found at a call (a dynamic ``depends_on`` naming undeclared facts, failing on the
-call's arguments or returning a str) leaves ``Runner.run`` the same way: as its own icore
-class (``WorkspaceError`` / ``IntegrationError``, :func:`agents_error`) that is also an
-``AgentsException``, chained to the original.
+mistake found at a call (a dynamic ``depends_on`` naming undeclared facts, failing on
+the call's arguments or returning a str) leaves ``Runner.run`` the same way: as its own
+icore class (``WorkspaceError`` / ``IntegrationError``, :func:`agents_error`) that is
+also an ``AgentsException``, chained to the original.
 
 Human approval (the SDK's ``needs_approval``, ``RunState.approve``): an approval covers
 the request put to the human, its :class:`~icore.workspace.ApprovalRequest` (arguments
@@ -65,11 +65,7 @@ from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
 
 from icore.errors import ActionBlocked, IcoreError, IntegrationError
-from icore.fence import (
-    Fence,
-    Replan,
-    ReplanRequest,
-)
+from icore.fence import Fence, Replan, ReplanRequest
 from icore.integrations import (
     AnyReplanner,
     ArgNormalizer,
@@ -101,7 +97,8 @@ from icore.integrations._context import (
 )
 from icore.integrations._failed import Failed
 from icore.integrations._json_args import read_json
-from icore.integrations._recorder import active_recorder
+from icore.integrations._recorder import active_recorder, line_fields
+from icore.integrations._recorder_lines import asked_as
 from icore.integrations._tool_failed import describe
 from icore.integrations.openai_agents._resumes import (
     again_message,
@@ -432,9 +429,11 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             attempt.started = True
             return attempt.ran(await invoked(base, runs, ctx, a))
 
+        rec = _run_recorder(recorder, base.name)
+        asked_as(rec, ctx.tool_call_id, norm)  # the model's call as the tool reads it
         gated = await caller_guard(ctx).arun(
-            base.name, call, norm_args, turn=turns.key(ctx),
-            recorder=_run_recorder(recorder, base.name), normalize=norm, approve=approve,
+            base.name, call, norm_args, turn=turns.key(ctx), recorder=rec, normalize=norm,
+            approve=approve,
             durable=ctx.tool_call_id or None)  # the model's call, kept across a restart
         if not gated.executed:
             detail = gated.call.detail if gated.call is not None else ""
@@ -547,7 +546,8 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             attempt = _Attempt()
             try:
                 noted(ctx, input_json)
-                value = await inner(ctx, input_json, attempt)
+                with line_fields(call_id=getattr(ctx, "tool_call_id", None) or None):  # qa-new14
+                    value = await inner(ctx, input_json, attempt)
             except BaseException as exc:  # raised: paused or refused (nothing ran), or it
                 if key is not None:  # ran and its outcome is unknown
                     ledger.settle(key, UNKNOWN if attempt.started else None, describe(exc))

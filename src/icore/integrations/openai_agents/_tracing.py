@@ -429,7 +429,8 @@ class RecordingProcessor(TracingProcessor):
                 if isinstance(args, str) and args:  # kept as sent when it does not read
                     read, why = read_json(args)  # ("" stays "": the model sent no JSON)
                     args = read if why is None else args
-                calls.append({"name": it.get("name"), "args": args})
+                calls.append({"name": it.get("name"), "args": args,
+                              **({"id": str(it["call_id"])} if it.get("call_id") else {})})
                 with self._lock:
                     self._pending[str(it.get("call_id"))] = (who, str(it.get("name")), args)
                     _trim(self._pending, self.MAX_TRACES)
