@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from icore.integrations._json_args import read_json
+
 if TYPE_CHECKING:
     from icore.integrations import RunRecorder
 
@@ -88,4 +90,28 @@ def renote(recorder: RunRecorder, line: dict[str, Any]) -> None:
     line["content"] = unseen_note([e for e in list(recorder.events) if e is not line])
 
 
-__all__ = ["items", "renote", "responses_items", "text", "unseen_note"]
+def turn_output(output: list[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """A model span's output items: its tool calls and its text.
+
+    Returns:
+        ``([{"name", "args", "id"?}, ...], text)``: each ``function_call`` item's name, its
+        arguments read as JSON (kept as sent when they do not read; ``""`` stays ``""``:
+        the model sent no JSON) and its call id (a str) when it has one; the assistant
+        messages' texts joined by a space.
+    """
+    calls: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for it in output:
+        if it.get("type") == "function_call":
+            args = it.get("arguments")
+            if isinstance(args, str) and args:
+                read, why = read_json(args)
+                args = read if why is None else args
+            calls.append({"name": it.get("name"), "args": args,
+                          **({"id": str(it["call_id"])} if it.get("call_id") else {})})
+        elif it.get("type") == "message" or it.get("role") == "assistant":
+            texts.append(text(it))
+    return calls, " ".join(t for t in texts if t)
+
+
+__all__ = ["items", "renote", "responses_items", "text", "turn_output", "unseen_note"]

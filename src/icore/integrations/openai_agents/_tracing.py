@@ -67,7 +67,7 @@ from icore.integrations.openai_agents._guardrails import Tripwires, stopped_text
 from icore.integrations.openai_agents._install import claim, claimant, install, uninstall
 from icore.integrations.openai_agents._mcp_errors import mcp_failed, watch_mcp_errors
 from icore.integrations.openai_agents._span_items import items as span_items
-from icore.integrations.openai_agents._span_items import renote, unseen_note
+from icore.integrations.openai_agents._span_items import renote, turn_output, unseen_note
 from icore.integrations.openai_agents._span_items import text as item_text
 from icore.workspace import REJECTED
 
@@ -422,21 +422,11 @@ class RecordingProcessor(TracingProcessor):
             if task:  # before what a resumed run's tools recorded ahead of its model
                 self.recorder.task(task, at=at, traced=True)
         self._answered(inputs)
-        calls, texts = [], []
-        for it in span_items(output):
-            if it.get("type") == "function_call":
-                args = it.get("arguments")
-                if isinstance(args, str) and args:  # kept as sent when it does not read
-                    read, why = read_json(args)  # ("" stays "": the model sent no JSON)
-                    args = read if why is None else args
-                calls.append({"name": it.get("name"), "args": args,
-                              **({"id": str(it["call_id"])} if it.get("call_id") else {})})
-                with self._lock:
-                    self._pending[str(it.get("call_id"))] = (who, str(it.get("name")), args)
-                    _trim(self._pending, self.MAX_TRACES)
-            elif it.get("type") == "message" or it.get("role") == "assistant":
-                texts.append(item_text(it))
-        text = " ".join(t for t in texts if t)
+        calls, text = turn_output(span_items(output))
+        with self._lock:
+            for c in calls:
+                self._pending[c.get("id", "None")] = (who, str(c["name"]), c["args"])
+                _trim(self._pending, self.MAX_TRACES)
         with self._lock:
             self._state(span.trace_id).final = (who, text) if text and not calls else None
         if text or calls:
