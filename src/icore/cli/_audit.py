@@ -356,6 +356,13 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             f"paused, waiting for a human (the trace ends at an interrupt: no final answer "
             f"yet, not counted as a run that failed to end): {shown(', '.join(paused[:10]))}"
             f"{' …' if len(paused) > 10 else ''}.")
+    unended = [r.trace.id for r in results
+               if r.summary().terminated is False and not r.paused]
+    if unended:  # said, not only under --fail-on not-ended or --json (QA qa-new16 S3)
+        console.print(
+            f"did not end (no end line: the run stopped, was killed, or its trace was cut; "
+            f"--fail-on not-ended fails it): {shown(', '.join(unended[:10]))}"
+            f"{' …' if len(unended) > 10 else ''}.")
     for r in results:  # a call whose decision line was cut is named too (qa-new15b)
         for w in (*r.trace.extras.get("warnings", ()), *missing_decisions(r.lineage)):
             console.print(f"[yellow]warning[/] {shown(str(w))}")
@@ -457,8 +464,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             console.print(f"PROV-JSON: {shown(str(out))}/*.prov.json (read back and validated)")
     runs = [run_json(r, atts.get(r.trace.id), out if report else None, views(r))
             for r in results] if json_file is not None or fails else []
-    not_ended = {r.trace.id for r in results
-                 if r.summary().terminated is False and not r.paused}
+    not_ended = set(unended)
     if json_file is not None:
         doc = {"icore": __version__, "runs": runs,
                "errors": [{"file": f, "error": e} for f, e in errors],
