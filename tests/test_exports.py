@@ -39,6 +39,7 @@ PINNED = {
     ],
     "icore.fence": [
         "ACTION_FIELD", "INFRASTRUCTURE_REASONS", "INVALID_ARGUMENTS", "NOT_FINITE",
+        "non_finite_paths",
         "REASON_ALIASES", "REFUSAL_REASONS", "canonical_reason", "MAX_ARG_NESTING",
         "REPLICA_PREFIX",
         "STRATEGIES", "ActionResult", "ActionVerdict", "AllKeyCheck", "AllKeyHeads",

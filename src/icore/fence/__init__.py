@@ -31,6 +31,7 @@ from icore.fence._binding import (
     args_digest,
     bind_action,
     canonical_args,
+    non_finite_paths,
 )
 from icore.fence._decision import (
     INFRASTRUCTURE_REASONS,
@@ -188,6 +189,7 @@ __all__ = [
     "judge_action",
     "make_check",
     "make_validator",
+    "non_finite_paths",
     "nonblocking",
     "protected",
     "replica_service",

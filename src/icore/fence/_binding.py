@@ -33,6 +33,28 @@ ACTION_FIELD = "planfence.action"
 _REF = "$planfence.ref"
 
 
+def non_finite_paths(value: Any, where: str = "", *, limit: int = 8) -> list[str]:
+    """The dotted paths of the NaN and infinite floats in ``value`` (at most ``limit``).
+
+    A call's arguments hold none in JSON (strict JSON has no such number, a trace could
+    not hold it), so each is an argument problem named :data:`NOT_FINITE` and the call
+    is refused ``invalid_arguments`` on every path (#29, QA qa-new13a S4). Walks mappings
+    and lists without recursion; ``""`` names the value itself (``"(arguments)"``).
+    """
+    out: list[str] = []
+    todo: list[tuple[Any, str]] = [(value, where)]
+    while todo and len(out) < limit:
+        v, at = todo.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            out.append(at or "(arguments)")
+        elif isinstance(v, Mapping):
+            todo.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
+        elif isinstance(v, list | tuple):
+            todo.extend((x, f"{at}.{i}" if at else str(i))
+                        for i, x in reversed(list(enumerate(v))))
+    return out
+
+
 def _canon(value: Any, path: str) -> JSONValue:
     if isinstance(value, RecordRef):
         return {_REF: {"key": value.key, "id": value.id}}

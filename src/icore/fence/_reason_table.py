@@ -65,7 +65,12 @@ REFUSAL_REASONS: Mapping[str, str] = MappingProxyType({
     "application bound, e.g. a datetime), named in the detail",
     "args_too_large": "before the gate: the arguments are too large to record",
     "earlier_outcome_unknown": "before the gate: the same call failed with an unknown "
-    "outcome a moment ago; it is not run twice",
+    "outcome earlier (in this process, or before a restart on a Workspace.sqlite "
+    "folder); it is not run twice",
+    "call_running": "before the gate: the same call is running in another live process "
+    "(a Workspace.sqlite folder's attempts file); it is not run twice",
+    "already_ran": "before the gate: the same call ran before a restart; its recorded "
+    "result is handed back, it is not run twice",
     "unknown_tool": "the model called a tool the agent does not have (recorded output)",
     "no_session": "MCP gateway: an HTTP call with neither a session nor a client identity",
     "dependency_unreadable": "MCP gateway: a resource the call depends on could not be "
@@ -76,6 +81,8 @@ REFUSAL_REASONS: Mapping[str, str] = MappingProxyType({
     "write_unknown": "MCP gateway: a write of a fact the call depends on has an unknown "
     "outcome (fail closed)",
     "not_owner": "MCP gateway: the session does not speak for the fact's owner",
+    "claims_unavailable": "MCP gateway: the write claims shared with other gateways "
+    "cannot be read or written (fail closed)",
 })
 """Every refusal reason code -> what it means (where it is decided: ``gate``, ``before
 the gate``, ``MCP gateway``). Old names are in :data:`REASON_ALIASES`, not here."""

@@ -10,13 +10,13 @@ framework tells it for a plain tool: ``day: Input should be a valid date (got
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from icore.fence import NOT_FINITE as FENCE_NOT_FINITE
+from icore.fence import non_finite_paths
 
 if TYPE_CHECKING:
     from icore.integrations._recorder import RunRecorder
@@ -40,18 +40,7 @@ def non_finite(value: Any, where: str = "") -> list[str]:
     each is an argument problem, ``"<path>: not a finite number"`` (QA qa-new13a S4).
     Walks mappings and lists without recursion; ``""`` names the value itself.
     """
-    out: list[str] = []
-    todo: list[tuple[Any, str]] = [(value, where)]
-    while todo and len(out) < MAX_PROBLEMS:
-        v, at = todo.pop()
-        if isinstance(v, float) and not math.isfinite(v):
-            out.append(at or "(arguments)")
-        elif isinstance(v, Mapping):
-            todo.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
-        elif isinstance(v, list | tuple):
-            todo.extend((x, f"{at}.{i}" if at else str(i))
-                        for i, x in reversed(list(enumerate(v))))
-    return out
+    return non_finite_paths(value, where, limit=MAX_PROBLEMS)
 
 
 NOT_FINITE = FENCE_NOT_FINITE

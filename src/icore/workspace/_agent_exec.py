@@ -30,6 +30,7 @@ from icore.fence import (
     Reason,
     Replan,
     ReplanRequest,
+    non_finite_paths,
 )
 from icore.records import JSONValue, Lookup, Record, RecordId, canonical_json
 from icore.workspace._approval import check_hooks
@@ -59,7 +60,6 @@ from icore.workspace._keys import (
     detached,
     detached_map,
     key_args,
-    non_finite_paths,
 )
 from icore.workspace._unknown import (
     Spent,

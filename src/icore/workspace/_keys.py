@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import functools
-import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -405,21 +404,3 @@ def detached_map(values: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
     return {k: detached(v) for k, v in values.items()}
 
 
-def non_finite_paths(value: Any, where: str = "") -> list[str]:
-    """The dotted paths of the NaN and infinite floats in ``value`` (at most 8).
-
-    Walks mappings and lists without recursion; ``""`` names the value itself
-    (``"(arguments)"``). A call holding one is refused ``invalid_arguments`` (#29).
-    """
-    out: list[str] = []
-    todo: list[tuple[Any, str]] = [(value, where)]
-    while todo and len(out) < 8:
-        v, at = todo.pop()
-        if isinstance(v, float) and not math.isfinite(v):
-            out.append(at or "(arguments)")
-        elif isinstance(v, Mapping):
-            todo.extend((x, f"{at}.{k}" if at else str(k)) for k, x in reversed(list(v.items())))
-        elif isinstance(v, list | tuple):
-            todo.extend((x, f"{at}.{i}" if at else str(i))
-                        for i, x in reversed(list(enumerate(v))))
-    return out
