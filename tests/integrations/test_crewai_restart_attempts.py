@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from tests._procs import kill_inside_body
 
 if importlib.util.find_spec("crewai") is None:
     pytest.skip("icore[crewai] runs in .venv-crewai", allow_module_level=True)
@@ -107,18 +106,7 @@ def _effects(db: Path) -> list[str]:
 def test_killed_inside_the_tool_then_restarted_is_refused(tmp_path: Path) -> None:
     app, db = tmp_path / "app.py", tmp_path / "db"
     app.write_text(APP)
-    proc = subprocess.Popen([sys.executable, str(app), "run", str(db)], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 180
-        while not _effects(db):
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the tool body never started"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(30)
-        proc.stderr.close()  # type: ignore[union-attr]
+    kill_inside_body(app, db, _env(), timeout_s=180)
     again = subprocess.run([sys.executable, str(app), "resume", str(db)], env=_env(),
                            capture_output=True, text=True, timeout=180, check=False)
     assert again.returncode == 0, again.stderr[-2000:]

@@ -11,13 +11,13 @@ app names the attempts (``icore-attempts.sqlite`` beside the owners' files).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from tests._procs import effects, kill_inside_body
 
 pytest.importorskip("agents.testing")
 pytest.importorskip("ag2.testing")
@@ -126,24 +126,11 @@ def _env() -> dict[str, str]:
 
 
 def _effects(db: Path) -> list[str]:
-    path = db / "effects.log"
-    return path.read_text().splitlines() if path.exists() else []
+    return effects(db)
 
 
 def _kill_inside_body(app: Path, db: Path) -> None:
-    proc = subprocess.Popen([sys.executable, str(app), "run", str(db)], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while not _effects(db):
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the tool body never started"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)  # inside pay: its effect done, no result
-    finally:
-        proc.wait(30)
-        proc.stderr.close()  # type: ignore[union-attr]
-    assert proc.returncode == -signal.SIGKILL
+    kill_inside_body(app, db, _env())
 
 
 @pytest.mark.parametrize("framework", sorted(APPS))

@@ -8,7 +8,6 @@ one call), and a hypothesis state machine over the attempts table against a mode
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from tests._procs import kill_inside_body
 
 from icore.workspace import (
     ALREADY_RAN,
@@ -243,18 +243,7 @@ def _effects(db: Path) -> list[str]:
 def test_killed_inside_the_body_then_restarted_is_refused(tmp_path: Path) -> None:
     app, db = tmp_path / "app.py", tmp_path / "db"
     app.write_text(APP)
-    proc = subprocess.Popen([sys.executable, str(app), "run", str(db)], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while not _effects(db):
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the body never started"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(30)
-        proc.stderr.close()  # type: ignore[union-attr]
+    kill_inside_body(app, db, _env(), timeout_s=60)
     again = subprocess.run([sys.executable, str(app), "resume", str(db)], env=_env(),
                            capture_output=True, text=True, timeout=60, check=False)
     assert again.returncode == 0, again.stderr[-2000:]

@@ -140,12 +140,7 @@ def bad_args_hint(bad: Mapping[str, str], action: str, keys: Iterable[str] = ())
     if not isinstance(action, str):
         raise WorkspaceError(f"action must be a str, not {type(action).__name__}",
                              field="action")
-    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
-        raise WorkspaceError(f"keys must be an iterable of str, not {type(keys).__name__}",
-                             field="keys")
-    keys = list(keys)
-    if not all(isinstance(k, str) for k in keys):
-        raise WorkspaceError("keys must hold str only", field="keys")
+    keys = _str_keys(keys)
     shown = ", ".join(f"{p}={v!r}"[:120] for p, v in sorted(bad.items()))
     glob = any(ch in v for v in bad.values() for ch in GLOB_CHARS)
     why = ("'*', '?' and '[' in an argument are literal characters, not a pattern, and no "
@@ -156,6 +151,17 @@ def bad_args_hint(bad: Mapping[str, str], action: str, keys: Iterable[str] = ())
             f"{': ' + where if where else ''} ({why}). Nothing ran: nothing can authorize "
             f"the call, so it was not made. Call {action} again "
             "with the exact value of an existing fact (read it first)")
+
+
+def _str_keys(keys: Any) -> list[str]:
+    """``keys`` as a list of str, else a :class:`WorkspaceError` (field ``keys``)."""
+    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise WorkspaceError(f"keys must be an iterable of str, not {type(keys).__name__}",
+                             field="keys")
+    out = list(keys)
+    if not all(isinstance(k, str) for k in out):
+        raise WorkspaceError("keys must hold str only", field="keys")
+    return out
 
 
 def key_args(keys: Iterable[str], args: Mapping[str, Any]) -> dict[str, str]:
@@ -169,12 +175,7 @@ def key_args(keys: Iterable[str], args: Mapping[str, Any]) -> dict[str, str]:
     Raises:
         WorkspaceError: ``keys`` is not an iterable of str or ``args`` not a mapping.
     """
-    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
-        raise WorkspaceError(f"keys must be an iterable of str, not {type(keys).__name__}",
-                             field="keys")
-    keys = list(keys)
-    if not all(isinstance(k, str) for k in keys):
-        raise WorkspaceError("keys must hold str only", field="keys")
+    keys = _str_keys(keys)
     if not isinstance(args, Mapping):
         raise WorkspaceError(f"args must be a mapping, not {type(args).__name__}",
                              field="args")
