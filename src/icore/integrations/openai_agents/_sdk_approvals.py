@@ -71,10 +71,13 @@ def asked_book(owner: Any, name: str) -> OrderedDict[Any, ApprovalRequest | None
 def unasked_why(name: str, noted: Any) -> str:
     """Why an approved call's request is unknown here (``noted``: what the book holds).
 
-    :data:`NOT_ASKED`: no fenced ``name`` of this workspace agent put the call to a human
-    in this process; None: it was asked, but its request could not be built then.
+    None: it was asked, but its request could not be built then; anything else (the
+    book's default, :data:`NOT_ASKED`): no fenced ``name`` of this workspace agent put
+    the call to a human in this process. Told apart by None, not by the sentinel's
+    identity: a reload of this module makes a new sentinel, and the tools built before
+    hold the old one.
     """
-    if noted is NOT_ASKED:
+    if noted is not None:
         return ("no fenced " + name + " of this workspace agent put this call to a human in "
                 "this process (the question was asked in another process and its saved run "
                 "state resumed here, or by a tool that was not fenced then, or more than "
