@@ -40,7 +40,7 @@ demo: $(VENV)/.installed-run
 test: $(VENV)/.installed-dev chromium $(PHOENIX_VENV)/.installed test-crewai
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
-	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 --dist worksteal $(PYTEST_ARGS)
 
 # Headless Chromium for the browser tests (tests/report/test_browser.py): Debian's
 # package, installed when missing and we are root with apt-get. Elsewhere the tests
