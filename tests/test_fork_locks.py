@@ -211,3 +211,26 @@ def test_a_forked_child_does_not_keep_a_memory_store_lock(tmp_path: Path,
             assert head is not None and head.seq == 1
         finally:
             again.close()
+
+
+def test_locked_elsewhere_tells_held_free_and_unreadable(tmp_path: Path) -> None:
+    """The one probe behind "is this lock held by a live process" (attempts, gateway trace)."""
+    from icore._flock import held, locked_elsewhere
+
+    before = held()
+    lock = tmp_path / "x.lock"
+    assert locked_elsewhere(lock, exclusive=True) is None  # missing
+    lock.write_bytes(b"")
+    assert locked_elsewhere(lock, exclusive=True) is False
+    assert locked_elsewhere(lock, exclusive=False) is False
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        assert locked_elsewhere(lock, exclusive=True) is True  # any holder counts
+        assert locked_elsewhere(lock, exclusive=False) is False  # shared with shared
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert locked_elsewhere(lock, exclusive=False) is True
+    finally:
+        os.close(fd)
+    assert locked_elsewhere(lock, exclusive=True) is False  # released with its holder
+    assert held() == before  # the probes' descriptors are closed

@@ -59,6 +59,34 @@ def close_lock(fd: int) -> None:
             os.close(fd)
 
 
+def locked_elsewhere(path: str | os.PathLike[str] | Path, *, exclusive: bool) -> bool | None:
+    """Whether another open file description holds an ``flock`` on ``path`` now.
+
+    Probes with a non-blocking ``LOCK_EX`` (``exclusive=True``: any holder counts) or
+    ``LOCK_SH`` (only an exclusive holder counts) and releases at once; the probe's
+    descriptor is listed like every lock here, so a child forked meanwhile never keeps it.
+
+    Returns:
+        True when held, False when free, None when ``path`` cannot be opened (missing,
+        unreadable) or locked at all (a file system without ``flock``).
+    """
+    import fcntl  # POSIX only; imported here so the module itself loads everywhere
+
+    try:
+        fd = open_lock(path, os.O_RDWR if exclusive else os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        close_lock(fd)
+    return False
+
+
 def held() -> frozenset[int]:
     """The lock descriptors open now (for tests and diagnostics)."""
     with _GUARD:

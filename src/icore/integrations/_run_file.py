@@ -11,7 +11,6 @@ the folder, so two runs never pick the same name.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import stat
@@ -25,7 +24,7 @@ from icore._files import (
     write_owned,
     written_path_problem,
 )
-from icore._flock import close_lock, open_lock
+from icore._flock import locked_elsewhere
 from icore.errors import IntegrationError
 
 
@@ -109,18 +108,8 @@ def _gateway_trace(p: Path) -> str | None:
     lock = p.with_name(f".{p.name}.lock")
     if not p.is_file() or not lock.is_file():
         return None
-    try:  # a child forked during the probe never keeps the shared lock
-        fd = open_lock(lock, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if locked_elsewhere(lock, exclusive=False):
         return "is the trace of a running icore MCP gateway (it holds " + lock.name + ")"
-    except OSError:
-        return None
-    finally:
-        close_lock(fd)
     return None
 
 

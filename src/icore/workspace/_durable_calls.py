@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from icore._flock import close_lock, open_lock
+from icore._flock import close_lock, locked_elsewhere, open_lock
 from icore.workspace._call import Call, _Rejected
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._unknown import (
@@ -191,16 +191,9 @@ class AttemptsFile:
         if holder is None or not _HOLDER.fullmatch(holder):
             return False
         path = self.folder / LOCKS / f"{holder}.lock"
-        try:
-            fd = open_lock(path, os.O_RDWR)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        held = locked_elsewhere(path, exclusive=True)
+        if held or (held is None and path.exists()):  # unreadable: fail closed, alive
             return True
-        finally:
-            close_lock(fd)
         with contextlib.suppress(OSError):
             path.unlink()
         return False
