@@ -23,6 +23,7 @@ import json
 import re
 import threading
 import weakref
+from asyncio import CancelledError
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ from icore.integrations._arg_problems import invalid_args_message, refused_args
 from icore.integrations._recorder import line_fields
 from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call, replan_refused
+from icore.integrations._tool_failed import describe
 from icore.integrations._trace_data import plain_data
 from icore.integrations.langgraph._branches import BranchRuns
 from icore.integrations.langgraph._reviewed import UNMATCHED, human_decisions
@@ -392,10 +394,16 @@ class RecordingHandler(BaseCallbackHandler):
                               ran=False, answered_by=node, source=source, decision=said)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end)."""
+        """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end).
+
+        The graph's own failure (Ctrl-C, an exception out of a node, a cancelled task) is
+        a ``thought`` "the run stopped: <Type>: <message>" with ``error`` (and
+        ``cancelled: true`` for Ctrl-C or a cancel), as the other integrations write, so
+        the trace says why it has no end; ``icore audit`` counts the run not ended.
+        """
         self._branches.ended(run_id)
+        agent = self._agent(run_id, kwargs.get("metadata"))
         if isinstance(error, GraphInterrupt):  # seen by every chain it passes: once each
-            agent = self._agent(run_id, kwargs.get("metadata"))
             items = error.args[0] if error.args and isinstance(error.args[0],
                                                                list | tuple) else ()
             with self._lock:
@@ -413,6 +421,11 @@ class RecordingHandler(BaseCallbackHandler):
                 paused, self._paused = self._paused, []
         if root and paused:
             self._pause(paused)
+        elif root and not isinstance(error, GraphBubbleUp):  # Ctrl-C, a raise, a cancel
+            text = describe(error)  # the trace says why it has no end (QA qa-new16 #6)
+            self.recorder.add(agent, "thought", f"the run stopped: {text}", error=text,
+                              cancelled=isinstance(error, KeyboardInterrupt | CancelledError)
+                              or None)
 
     def _decided(self, resume: Any) -> None:
         """Record the human's answer that resumes the run, a decision per call asked.
