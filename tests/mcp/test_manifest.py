@@ -346,3 +346,18 @@ def test_a_placeholder_no_argument_names_is_refused_in_depends_on_and_writes(
     assert "placeholder {cty} in 'memo://{cty}' is not an argument of book" in said, said
     assert "did you mean 'city'" in said.lower() or "'city'" in said, said
     assert ei.value.fields["path"] == f"tools.book.{part}.{i}"
+
+
+@pytest.mark.parametrize(("text", "path", "says"), [
+    ("upstreams:\n  a: {command: python}\ntools: {book: }\n", "tools.book",
+     "must be a mapping such as {depends_on: ...} (required: depends_on; optional: "),
+    ("upstreams:\n  a: {command: python}\ntools: {book: 5}\n", "tools.book", "not an int"),
+    ("upstreams:\n  a:\n", "upstreams.a", "must be a mapping such as {command: ...}"),
+])
+def test_an_entry_that_is_no_mapping_names_its_fields_not_a_class(
+        tmp_path: Path, text: str, path: str, says: str) -> None:
+    """QA qa-new17a #5: ``tools: {book_room: }`` said "instance of ToolSpec"."""
+    with pytest.raises(GatewayManifestError) as ei:
+        load_manifest(_write(tmp_path, text))
+    assert ei.value.fields["path"] == path and says in str(ei.value), ei.value
+    assert "Spec" not in str(ei.value) and "instance of" not in str(ei.value)

@@ -50,7 +50,7 @@ from icore.errors import ErrorCode, IntegrationError, redact
 from icore.mcp._manifest_facts import FACT_SCHEME as FACT_SCHEME  # re-exported
 from icore.mcp._manifest_facts import FactsSpec as FactsSpec  # re-exported
 from icore.mcp._manifest_facts import check_owner_id
-from icore.mcp._manifest_hints import unknown_key
+from icore.mcp._manifest_hints import error_message
 from icore.mcp._manifest_http import HttpSpec
 from icore.mcp._manifest_values import DEFAULT_MAX_MESSAGE_MB as DEFAULT_MAX_MESSAGE_MB
 from icore.mcp._manifest_values import MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES
@@ -449,19 +449,6 @@ def _walk(node: yaml.Node | None, path: tuple[str, ...], lines: dict[str, int],
                 stack.append((v, (*at, str(i))))
 
 
-def _message(err: Mapping[str, Any]) -> str:
-    """A pydantic error's message, in the manifest's words."""
-    kind = str(err.get("type", ""))
-    if kind == "extra_forbidden":
-        return unknown_key(GatewayManifest, tuple(err.get("loc", ())))
-    if kind in ("tuple_type", "list_type"):
-        got = err.get("input")
-        what = "a string" if isinstance(got, str) else f"a {type(got).__name__}"
-        return (f"must be a list (YAML [a, b] or one '- a' line per item), not {what}"
-                + (f" ({got!r}: write [{got!r}])" if isinstance(got, str) else ""))
-    return str(err.get("msg", "invalid")).removeprefix("Value error, ")
-
-
 def _extras(m: GatewayManifest, file: str, node: yaml.Node | None) -> None:
     """The extras the manifest needs are installed (``store.backend: nats``: nats-py).
 
@@ -541,7 +528,7 @@ def manifest_from_dict(data: Mapping[str, Any], *, file: str = "<dict>",
         line = _line_of(node, loc)
         where = f"line {line}: " if line is not None else ""
         raise GatewayManifestError(f"invalid gateway manifest at {where}{path}: "
-                                   f"{_message(first)}", file=file, path=path,
+                                   f"{error_message(GatewayManifest, first)}", file=file, path=path,
                                    line=line) from None
     _extras(m, file, node)
     _writers(m, file, node)

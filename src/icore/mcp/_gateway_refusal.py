@@ -54,8 +54,9 @@ HINT = {
     "manifest (a configuration error); do not retry",
     "gateway_stopping": "the gateway is stopping, so this call was not run (nothing was "
     "sent upstream)",
-    "write_unknown": "another gateway sharing this gateway's write claims stopped while "
-    "a call of it that writes facts this call depends on was in flight, so that write's "
+    "write_unknown": "a gateway sharing these write claims (another one, or an earlier run "
+    "of this one that was killed) stopped while a call of it that writes facts this call "
+    "depends on was in flight, so that write's "
     "outcome is unknown and this call was not made (fail closed). Read the facts this "
     "call depends on again (named in Detail), plan from them and call again",
     "claims_unavailable": "the write claims this gateway shares with the other gateways "

@@ -1,4 +1,4 @@
-"""Did-you-mean hints for a gateway manifest's unknown keys (QA r6-lgmcp D6).
+"""Did-you-mean hints and messages for a gateway manifest's errors (QA r6-lgmcp D6).
 
 A misspelt key (top-level ``tool:`` for ``tools:``, ``depends-on:`` for ``depends_on:``)
 is named as an unknown key with the field it most likely means, found among the keys
@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,3 +56,33 @@ def unknown_key(model: type[BaseModel], loc: Sequence[Any]) -> str:
     hint = f"; did you mean `{near[0]}`?" if near else ""
     where = f" (allowed here: {', '.join(allowed)})" if allowed else ""
     return f"unknown key `{key}`{hint}{where}"
+
+
+def error_message(model: type[BaseModel], err: Mapping[str, Any]) -> str:
+    """A pydantic error of ``model`` in the manifest's words (no class names).
+
+    An unknown key: did-you-mean (:func:`unknown_key`); a string where a list goes: how to
+    write the list; an entry that is no mapping (``tools: {book: }``): the fields it
+    takes, required first (QA qa-new17a #5: it said "instance of ToolSpec").
+    """
+    kind = str(err.get("type", ""))
+    loc = tuple(err.get("loc", ()))
+    got = err.get("input")
+    if kind == "extra_forbidden":
+        return unknown_key(model, loc)
+    if kind in ("tuple_type", "list_type"):
+        what = "a string" if isinstance(got, str) else f"a {type(got).__name__}"
+        return (f"must be a list (YAML [a, b] or one '- a' line per item), not {what}"
+                + (f" ({got!r}: write [{got!r}])" if isinstance(got, str) else ""))
+    if kind in ("model_type", "model_attributes_type", "dict_type") and (
+            at := model_at(model, (*loc, "_"))) is not None:
+        need = [n for n, f in at.model_fields.items() if f.is_required()]
+        rest = [n for n, f in at.model_fields.items() if not f.is_required()]
+        shape = ", ".join(f"{n}: ..." for n in need) or (f"{rest[0]}: ..." if rest else "")
+        name = type(got).__name__
+        what = "nothing" if got is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+        fields = (f" (required: {', '.join(need)}" + (f"; optional: {', '.join(rest)}"
+                  if rest else "") + ")") if need else (
+                  f" (fields: {', '.join(rest)})" if rest else "")
+        return f"must be a mapping such as {{{shape}}}{fields}, not {what}"
+    return str(err.get("msg", "invalid")).removeprefix("Value error, ")
