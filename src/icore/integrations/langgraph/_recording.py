@@ -172,6 +172,19 @@ class _Chain:
     """The run is part of a ``create_agent`` graph (its ``ls_integration`` metadata)."""
 
 
+def stopped(recorder: RunRecorder, agent: str, error: BaseException) -> None:
+    """Record why a graph run has no end: it stopped on ``error`` (QA qa-new16 #6).
+
+    The graph's own failure (Ctrl-C, an exception out of a node, a cancelled task) is a
+    ``thought`` "the run stopped: <Type>: <message>" with ``error`` (and ``cancelled:
+    true`` for Ctrl-C or a cancel), as the other integrations write; ``icore audit``
+    counts the run not ended.
+    """
+    text = describe(error)
+    recorder.add(agent, "thought", f"the run stopped: {text}", error=text,
+                 cancelled=isinstance(error, KeyboardInterrupt | CancelledError) or None)
+
+
 class RecordingHandler(BaseCallbackHandler):
     """A LangChain callback handler recording a LangGraph run into ``recorder``.
 
@@ -394,13 +407,7 @@ class RecordingHandler(BaseCallbackHandler):
                               ran=False, answered_by=node, source=source, decision=said)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        """A chain failed: an ``interrupt()`` is noted as the run's pause (not an end).
-
-        The graph's own failure (Ctrl-C, an exception out of a node, a cancelled task) is
-        a ``thought`` "the run stopped: <Type>: <message>" with ``error`` (and
-        ``cancelled: true`` for Ctrl-C or a cancel), as the other integrations write, so
-        the trace says why it has no end; ``icore audit`` counts the run not ended.
-        """
+        """A chain failed: an ``interrupt()`` is the run's pause, else :func:`stopped`."""
         self._branches.ended(run_id)
         agent = self._agent(run_id, kwargs.get("metadata"))
         if isinstance(error, GraphInterrupt):  # seen by every chain it passes: once each
@@ -422,10 +429,7 @@ class RecordingHandler(BaseCallbackHandler):
         if root and paused:
             self._pause(paused)
         elif root and not isinstance(error, GraphBubbleUp):  # Ctrl-C, a raise, a cancel
-            text = describe(error)  # the trace says why it has no end (QA qa-new16 #6)
-            self.recorder.add(agent, "thought", f"the run stopped: {text}", error=text,
-                              cancelled=isinstance(error, KeyboardInterrupt | CancelledError)
-                              or None)
+            stopped(self.recorder, agent, error)
 
     def _decided(self, resume: Any) -> None:
         """Record the human's answer that resumes the run, a decision per call asked.
