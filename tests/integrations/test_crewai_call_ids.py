@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 if importlib.util.find_spec("crewai") is None:
@@ -31,6 +33,7 @@ from crewai.tools import tool
 from icore.cli import app as cli
 from icore.integrations import RunRecorder
 from icore.integrations.crewai import fenced_crewai_tool, recording
+from icore.integrations.crewai._call_ids import call_place, model_calls
 from icore.workspace import Workspace
 
 from .test_crewai_audit import Emitting
@@ -79,7 +82,7 @@ def _emitting(steps: list[Any], react: bool = False) -> Emitting:
 class Depot:
     """Warehouses owned by ``warehouse``; a clerk reading stock and a fenced transfer."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, *, sequential: bool = False) -> None:
         own = {"stock/*": "warehouse"}
         self.ws = Workspace.sqlite(own, folder) if folder is not None else Workspace(own)
         for wh in ("W1", "W2"):
@@ -100,8 +103,11 @@ class Depot:
             moved.append((wh, qty))
             return f"moved {qty} from {wh}"
 
-        self.tools = [get_stock, fenced_crewai_tool(
-            transfer, agent=clerk, depends_on=lambda a: {f"stock/{a['wh']}"})]
+        fenced = fenced_crewai_tool(transfer, agent=clerk,
+                                    depends_on=lambda a: {f"stock/{a['wh']}"})
+        if sequential:  # CrewAI then runs a message's calls one by one
+            fenced.max_usage_count = 1000
+        self.tools = [get_stock, fenced]
 
     def crew(self, llm: Any) -> Crew:
         a = Agent(role="clerk", goal="move stock", backstory="logistics", tools=self.tools,
@@ -163,18 +169,20 @@ def _rows(folder: Path) -> list[tuple[str, str]]:
         return sorted(db.execute("SELECT tool, how FROM calls").fetchall())
 
 
+@pytest.mark.parametrize("sequential", [False, True], ids=["parallel", "sequential"])
 @pytest.mark.parametrize("same", [False, True], ids=["different_args", "same_args"])
-def test_two_calls_of_one_message_are_two_durable_calls(tmp_path: Path, same: bool) -> None:
+def test_two_calls_of_one_message_are_two_durable_calls(tmp_path: Path, same: bool,
+                                                        sequential: bool) -> None:
     """Each runs once, two ``ran`` rows; the crew replayed (a restart: the model asked the
     same from the same messages) runs neither again: both refused ``already_ran``."""
     qty = 4 if same else 3
     steps = [[call("get_stock", wh="W1")],
              [call("transfer", wh="W1", qty=4), call("transfer", wh="W1", qty=qty)], "done"]
-    d = Depot(tmp_path / "db")
+    d = Depot(tmp_path / "db", sequential=sequential)
     d.crew(_emitting(steps)).kickoff()
     assert sorted(d.moved) == sorted([("W1", 4), ("W1", qty)])
     assert _rows(tmp_path / "db") == [("transfer", "ran"), ("transfer", "ran")]
-    again = Depot(tmp_path / "db")
+    again = Depot(tmp_path / "db", sequential=sequential)
     llm = _emitting([[call("get_stock", wh="W1")],
                      [call("transfer", wh="W1", qty=4), call("transfer", wh="W1", qty=qty)],
                      "done"])
@@ -182,3 +190,54 @@ def test_two_calls_of_one_message_are_two_durable_calls(tmp_path: Path, same: bo
     assert again.moved == []
     told = llm.tool_results()
     assert sum("already_ran" in t for t in told) == 2, told
+
+
+class _Executor:
+    """What :func:`call_place` reads of a CrewAI executor: its messages and state."""
+
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = messages
+        self.state = None
+
+
+_CALLS = st.lists(st.tuples(st.sampled_from(["pay", "ship"]),
+                            st.dictionaries(st.sampled_from(["a", "b"]),
+                                            st.integers(0, 3), max_size=2)),
+                  min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(calls=_CALLS, order=st.randoms(use_true_random=False))
+def test_the_calls_of_one_message_take_distinct_places_matching_them(
+        calls: list[tuple[str, dict[str, int]]], order: Any) -> None:
+    """Whatever order CrewAI's threads ask in, every call of a message gets its own index
+    (no two share one), and each index is a call with the same tool and arguments."""
+    msg = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"m{i}", "type": "function",
+         "function": {"name": n, "arguments": json.dumps(a)}}
+        for i, (n, a) in enumerate(calls)]}
+    ex = _Executor([{"role": "user", "content": "go"}, msg])
+    asks = list(range(len(calls)))
+    order.shuffle(asks)
+    got = {i: call_place(ex, calls[i][0], calls[i][1]) for i in asks}
+    assert len({p.index for p in got.values()}) == len(calls)
+    for i, p in got.items():
+        assert calls[p.index] == calls[i] and p.model_id == f"m{p.index}"
+        assert p.name == calls[i][0] and not p.react
+
+
+@pytest.mark.parametrize(("response", "want"), [
+    ("Thought: x\nAction: Pay Order\nAction Input: {\"a\": 1}",
+     [{"name": "pay_order", "args": {"a": 1}, "id": "crewai-" + "ab" * 10 + "-0"}]),
+    ("Thought: x\nAction: pay\nAction Input: not json",  # no object: nothing compared
+     [{"name": "pay", "id": "crewai-" + "ab" * 10 + "-0"}]),
+    ("Thought: x\nAction: !!!\nAction Input: {}", []),  # no tool name: no tool call
+    ("Thought: done\nFinal Answer: done", []),
+    ([{"function": {"name": "pay", "arguments": "{\"a\": 1}"}}],  # no id of its own
+     [{"name": "pay", "args": {"a": 1}}]),
+    ([{"call_id": "c9", "id": "fc_1", "name": "pay", "arguments": "{}"}],  # Responses API
+     [{"name": "pay", "args": {}, "id": "c9"}]),
+])
+def test_a_recorded_turn_names_the_calls_the_model_asked_for(response: Any,
+                                                              want: list[Any]) -> None:
+    assert model_calls(response, "ab" * 32) == want

@@ -2,8 +2,9 @@
 
 A fenced call is named across a restart by the model call it came from (the agent's
 role and the messages sent to the model: the same when a restarted crew replays the same
-task), its index in that model message and its arguments (``crewai/_call_ids.py``). A real crew process with a
-scripted ``BaseLLM`` on a ``Workspace.sqlite`` folder is SIGKILLed inside ``pay``; a
+task), its index in that model message and its arguments (``crewai/_call_ids.py``). A
+real crew process with a scripted ``BaseLLM`` on a ``Workspace.sqlite`` folder is
+SIGKILLed inside ``pay``; a
 second process replays the model's same steps: ``pay`` is refused
 ``earlier_outcome_unknown`` (the model reads the unknown-outcome text), its body ran once.
 """

@@ -40,7 +40,9 @@ from crewai.agents.parser import AgentAction, parse
 from crewai.utilities.string_utils import sanitize_tool_name
 
 _MAX_MESSAGES = 1024
-_TAKEN: OrderedDict[tuple[int, str], set[int]] = OrderedDict()
+_TAKEN: OrderedDict[int, tuple[dict[str, Any], set[int]]] = OrderedDict()
+"""id(message) -> (the message, its places taken): the message held, so its id is not
+reused while its entry stands (at most :data:`_MAX_MESSAGES`, the oldest dropped)."""
 _LOCK = threading.Lock()
 
 
@@ -123,9 +125,10 @@ def model_calls(response: Any, said: str | None) -> list[dict[str, Any]]:
         act = parse(response)
     except Exception:  # CrewAI's own parse error: the model's text is no action
         return out
-    if not isinstance(act, AgentAction) or not act.tool:
+    name = sanitize_tool_name(act.tool) if isinstance(act, AgentAction) and act.tool else ""
+    if not name:  # a final answer, or no tool name at all
         return out
-    entry = {"name": sanitize_tool_name(act.tool)}
+    entry = {"name": name}
     try:
         args = json.loads(act.tool_input)
     except (TypeError, ValueError):
@@ -172,10 +175,12 @@ def call_place(executor: Any, tool: str, given: Any) -> Place:
     same = [i for i, a in named if a == given] or [i for i, _ in named]
     if not same:
         return Place()
-    key = (id(msg), str(_own_id(calls[0])))
     with _LOCK:
-        taken = _TAKEN.setdefault(key, set())
-        _TAKEN.move_to_end(key)
+        held = _TAKEN.get(id(msg))
+        if held is None or held[0] is not msg:
+            held = _TAKEN[id(msg)] = (msg, set())
+        _TAKEN.move_to_end(id(msg))
+        taken = held[1]
         index = next((i for i in same if i not in taken), same[0])  # else: a retry
         taken.add(index)
         while len(_TAKEN) > _MAX_MESSAGES:
