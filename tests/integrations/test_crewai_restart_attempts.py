@@ -1,9 +1,10 @@
 """A fenced CrewAI call killed mid-body never runs twice after a restart (#30).
 
-CrewAI gives a tool call no id: a fenced call is named across a restart by the model
-call it came from (the agent's role and the messages sent to the model: the same when a
-restarted crew replays the same task) and its arguments. A real crew process with a
-scripted ``BaseLLM`` on a ``Workspace.sqlite`` folder is SIGKILLed inside ``pay``; a
+A fenced call is named across a restart by the model call it came from (the agent's
+role and the messages sent to the model: the same when a restarted crew replays the same
+task), its index in that model message and its arguments (``crewai/_call_ids.py``). A
+real crew process with a scripted ``BaseLLM`` on a ``Workspace.sqlite`` folder is
+SIGKILLed inside ``pay``; a
 second process replays the model's same steps: ``pay`` is refused
 ``earlier_outcome_unknown`` (the model reads the unknown-outcome text), its body ran once.
 """

@@ -5,7 +5,8 @@ trace of it: a new process resuming the saved conversation (the model's same too
 replayed) had no reads, read again and ran ``pay`` a second time. When the workspace is
 on disk (:meth:`~icore.workspace.Workspace.sqlite`) and the call has an identity that
 survives a restart (``call_id=`` of :meth:`~icore.workspace.Agent.execute`; the
-integrations pass the model's tool-call id, or CrewAI's model turn), its first attempt is
+integrations pass the model's tool-call id; CrewAI the model call's digest and the call's
+index in its message), its first attempt is
 kept in ``<folder>/icore-attempts.sqlite`` (table ``calls``, one row per call):
 
 * before the gate, :meth:`AttemptsFile.look` finds an earlier attempt of the same call;

@@ -271,7 +271,8 @@ class _AgentRecording(BaseMiddleware):
         calls = getattr(getattr(response, "tool_calls", None), "calls", None) or []
         if calls:
             self.chat.called(calls)
-            named = [{"name": c.name, "args": _args(c.arguments)} for c in calls]
+            named = [{"name": c.name, "args": _args(c.arguments),  # the audit links by id
+                      **({"id": str(c.id)} if getattr(c, "id", None) else {})} for c in calls]
             text = _text(response) or f"calls {[c['name'] for c in named]}"
             self.chat.recorder.turn(self.agent, text, tool_calls=named)
         return response

@@ -69,6 +69,7 @@ from icore.integrations._context import (
     plan_roots,
     write_back,
 )
+from icore.integrations._recorder_lines import asked_as
 from icore.integrations._refusals import refused_call
 from icore.integrations.ag2._conversation import CONVERSATION, enter_for_turn, stamp_reads
 from icore.integrations.ag2._human import (
@@ -346,9 +347,10 @@ def fenced_tool(tool: FunctionTool | Callable[..., Any], *,
 
         g = caller_guard()
         rec = _run_recorder(recorder, name)
+        asked_as(rec or guard.recorder, event.id, norm)  # the model's call as the tool reads it
         try:
             gated = await g.arun(name, call, norm_args, recorder=rec, turn=turn,
-                                 normalize=norm, approve=approve,
+                                 normalize=norm, approve=approve, call_id=event.id or None,
                                  durable=event.id or None)  # kept across a restart
         except StoppedAfterHuman as stop:
             record_stop(rec, g.agent, name, guard.fence, stop)

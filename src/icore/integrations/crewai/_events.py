@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,9 +41,11 @@ from crewai.events.types.tool_usage_events import (
 from icore.fence import INVALID_ARGUMENTS
 from icore.integrations import RunRecorder
 from icore.integrations._recorder_arg import check_recorder
+from icore.integrations._recorder_lines import asked_as
 from icore.integrations._trace_data import bounded_args
+from icore.integrations.crewai._call_ids import model_calls
 from icore.integrations.crewai._human_input import hear_human_input
-from icore.integrations.crewai._turns import _stack
+from icore.integrations.crewai._turns import _stack, model_said
 
 _TASK_SCOPE = "task_started"
 _INTERNAL = "CrewAI's own model call (no agent: context-window summarizing, planning)"
@@ -180,7 +183,8 @@ class CrewRecorder:
         """
         if getattr(event, "agent_role", None) or getattr(event, "from_agent", None):
             who = _role(event)
-            self._push(event, lambda: self.recorder.turn(who, event.response, at=_at(event)))
+            calls = model_calls(event.response, model_said())  # in the emitter's context
+            self._push(event, lambda: self._turn(who, event, calls))
             return
         tasks = [eid for eid, kind in reversed(_stack()) if kind == _TASK_SCOPE]
 
@@ -192,6 +196,21 @@ class CrewRecorder:
                               at=_at(event), crewai_internal=True)
 
         self._push(event, internal)
+
+    def _turn(self, who: str, event: Any, calls: list[dict[str, Any]]) -> None:
+        """A model turn naming its tool calls (ids: :mod:`._call_ids`).
+
+        A fenced call's arguments as its tool reads them, noted while the turn was
+        buffered (:func:`asked_normal`), are put on its tool call (``args_normal``).
+        """
+        rec = self.recorder
+        rec.turn(who, event.response, at=_at(event), **({"tool_calls": calls} if calls else {}))
+        with _NORMALS_LOCK:
+            mine = _NORMALS.get(rec)
+            norms = [(c["id"], mine.pop(c["id"])) for c in calls
+                     if mine and c.get("id") in mine]
+        for cid, norm in norms:
+            asked_as(rec, cid, norm)
 
     def _tool(self, source: Any, event: ToolUsageFinishedEvent) -> None:
         if event.tool_name in self.recorder.fenced_tools:
@@ -280,6 +299,29 @@ class CrewRecorder:
                 fn()
             if tag in ("crew+", "agent+"):
                 depth += 1
+
+
+_NORMALS: weakref.WeakKeyDictionary[RunRecorder, dict[str, Callable[..., Any]]] = \
+    weakref.WeakKeyDictionary()
+_NORMALS_LOCK = threading.Lock()
+_MAX_NORMALS = 4096
+
+
+def asked_normal(recorder: RunRecorder, link: str,
+                 normalize: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> None:
+    """Note how a fenced call's tool reads the model's arguments of its tool call ``link``.
+
+    The model turn is written when the recording is flushed (after the call's own gate
+    lines): the turn's tool call then gets ``args_normal`` when the tool's normal form
+    differs from what the model sent
+    (:func:`~icore.integrations._recorder_lines.asked_as`). At most
+    :data:`_MAX_NORMALS` pending per recorder (the oldest dropped).
+    """
+    with _NORMALS_LOCK:
+        mine = _NORMALS.setdefault(recorder, {})
+        mine[link] = normalize
+        while len(mine) > _MAX_NORMALS:
+            mine.pop(next(iter(mine)))
 
 
 ACTIVE_RECORDER: contextvars.ContextVar[RunRecorder | None] = contextvars.ContextVar(

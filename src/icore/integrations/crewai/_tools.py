@@ -73,12 +73,13 @@ from icore.integrations.crewai._attempts import (
     UnknownAttempts,
     retry_message,
 )
-from icore.integrations.crewai._events import ACTIVE_RECORDER
+from icore.integrations.crewai._events import ACTIVE_RECORDER, asked_normal
 from icore.integrations.crewai._setup import check_base_tool, probe_scope, schema_fields
 from icore.integrations.crewai._turns import (
     CrewActionBlocked,
     CrewSetupError,
     UnknownTurn,
+    call_link,
     call_said,
     call_turn,
     calling_agent,
@@ -243,8 +244,12 @@ class FencedCrewTool(BaseTool):
         ask = None if self._approve is None else HumanAsk(
             self._approve, self.name, rec or self._guard.recorder,
             caller or self._guard.agent or "executor")
+        link = call_link(self.name)  # the model's tool call this is (the audit joins them)
+        if link is not None and (rec or self._guard.recorder) is not None:
+            asked_normal(rec or self._guard.recorder, link, self._norm)  # type: ignore[arg-type]
         return team_args, {"turn": turn, "normalize": self._norm, "ask": ask,
-                           "recorder": rec, "caller": caller, "durable": call_said()}
+                           "recorder": rec, "caller": caller, "call_id": link,
+                           "durable": call_said()}
 
     def _refuse(self, spec: tuple[dict[str, Any], dict[str, Any]], reason: str,
                 message: str, *, detail: str, policy: str = BEFORE_GATE_POLICY,

@@ -42,9 +42,10 @@ import itertools
 import json
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from crewai.hooks import (
@@ -59,6 +60,7 @@ from crewai.hooks.dispatch import HookAborted
 from crewai.tools.tool_failure import ToolFailure
 
 from icore.errors import ActionBlocked, IntegrationError
+from icore.integrations.crewai._call_ids import Place, call_place, react_link
 
 _LOG = logging.getLogger("icore.integrations.crewai")
 
@@ -99,17 +101,22 @@ class _Slot:
         agent: the role of the CrewAI agent that made the call ("" when CrewAI did not
             say).
         error: an error the ``after_tool_call`` hook raises (it then reaches the app).
+        place: where the call stands in its model message (:mod:`._call_ids`).
     """
 
     tool: str
     agent: str = ""
     error: HookAborted | None = None
+    place: Place = field(default_factory=Place)
 
 
 _SLOT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
     "icore_crewai_call", default=None)
 _LATEST: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
 _SAID: dict[str, str] = {}  # run -> its latest model call's input digest (:func:`_said`)
+_EXECUTORS: dict[str, weakref.ref[Any]] = {}  # run -> its executor (the calls' messages)
+_MODEL_SAID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "icore_crewai_model_said", default=None)  # the model call made here: its digest
 _LOCK = threading.Lock()
 _COUNT = itertools.count(1)
 
@@ -163,13 +170,32 @@ def _before_model(ctx: Any) -> None:
     run, _ = _run_here()
     if run is not None:
         said = _said(ctx)
+        _MODEL_SAID.set(said)  # the model call's completed event is emitted from here
+        try:
+            ex: weakref.ref[Any] | None = weakref.ref(ctx.executor)
+        except TypeError:
+            ex = None
         with _LOCK:
             _LATEST[run] = ("crewai", run, next(_COUNT))
             _LATEST.move_to_end(run)
             _SAID[run] = said
+            if ex is not None:
+                _EXECUTORS[run] = ex
             while len(_LATEST) > _MAX_RUNS:
-                _SAID.pop(_LATEST.popitem(last=False)[0], None)
+                gone = _LATEST.popitem(last=False)[0]
+                _SAID.pop(gone, None)
+                _EXECUTORS.pop(gone, None)
     return None
+
+
+def model_said() -> str | None:
+    """The input digest of the model call made in this context (:func:`_said`), or None.
+
+    Read by the recorder's handler of CrewAI's ``LLMCallCompletedEvent`` (run in a copy
+    of the emitter's context) to name a ReAct action as its fenced call does
+    (:func:`call_link`).
+    """
+    return _MODEL_SAID.get()
 
 
 def _said(ctx: Any) -> str:
@@ -186,22 +212,50 @@ def _said(ctx: Any) -> str:
 
 
 def call_said() -> str | None:
-    """The identity of the model call the tool call running here came from (:func:`_said`).
+    """The durable identity of the tool call running here: ``<digest>:<index>``.
 
-    None outside an executor run, or before its first numbered model call. A fenced call
-    passes it on as its identity across a restart (the workspace's ``call_id``).
+    The digest of the model call it came from (:func:`_said`) and the call's index in
+    that model message (:mod:`._call_ids`): two calls of one message are two identities;
+    the same call retried or replayed after a restart gets the same one. None outside an
+    executor run, or before its first numbered model call. A fenced call passes it on as
+    its identity across a restart (the workspace's ``call_id``).
     """
     run, in_tool = _run_here()
     if run is None or not in_tool:
         return None
     with _LOCK:
-        return _SAID.get(run)
+        said = _SAID.get(run)
+    slot = _SLOT.get()
+    return None if said is None else f"{said}:{slot.place.index if slot else 0}"
+
+
+def call_link(tool: str) -> str | None:
+    """The link of the tool call of ``tool`` running here (:mod:`._call_ids`), or None.
+
+    The model's tool-call id (native calls), else the derived id of a ReAct action;
+    None when the model named the tool otherwise than ``tool``, or outside a run.
+    """
+    run, in_tool = _run_here()
+    slot = _SLOT.get()
+    if run is None or not in_tool or slot is None or slot.place.name != tool:
+        return None
+    if slot.place.model_id is not None:
+        return slot.place.model_id
+    with _LOCK:
+        said = _SAID.get(run)
+    return react_link(said, slot.place.index) if slot.place.react and said else None
 
 
 def _before_tool(ctx: Any) -> None:
     """``before_tool_call``: this call's slot (where a fenced tool leaves an error)."""
     role = getattr(getattr(ctx, "agent", None), "role", None)
-    _SLOT.set(_Slot(str(getattr(ctx, "tool_name", "")), str(role or "")))
+    tool = str(getattr(ctx, "tool_name", ""))
+    run, _ = _run_here()
+    with _LOCK:
+        ref = _EXECUTORS.get(run) if run is not None else None
+    place = call_place(ref() if ref is not None else None, tool,
+                       getattr(ctx, "tool_input", None))
+    _SLOT.set(_Slot(tool, str(role or ""), place=place))
     return None
 
 
@@ -314,6 +368,6 @@ def deliver(err: HookAborted, *, message: str, code: str) -> ToolFailure:
     return ToolFailure(message=message, code=code, retryable=False)
 
 
-__all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_said", "call_turn",
-           "calling_agent", "deliver", "install_hooks", "read_turn", "restore_hooks",
-           "run_scope"]
+__all__ = ["CrewActionBlocked", "CrewSetupError", "UnknownTurn", "call_link", "call_said",
+           "call_turn", "calling_agent", "deliver", "install_hooks", "model_said", "read_turn",
+           "restore_hooks", "run_scope"]
