@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icore.adapters import audit_trace, parse_jsonl
-from icore.adapters._routing import REACH, RoutingTurns
+from icore.adapters._routing import REACH, RoutingTurns, handoff_line
 from icore.adapters._trace import Step, StepKind
 
 AGENTS = {"boss": "routes the task to the workers", "coder": "writes python code",
@@ -122,6 +122,60 @@ def test_the_look_ahead_is_bounded() -> None:
         {"agent": "boss", "kind": "instruction", "to": "coder", "content": "go"},
         *_work("coder", f"result {i}"))]
     assert any(f.startswith("boss:") and REPEATS in f for f in _flags(_trace(*steps)))
+
+
+def test_a_hand_off_again_after_others_progress_is_new_work_for_the_worker() -> None:
+    """The coder answers "Done." each round, the writer drafts between: no repeat (the
+    hand-off's words are the same each round, the work is not)."""
+    steps = [x for i in range(3) for x in (*_route("coder"), *_work("coder", "Done."),
+                                           *_route("writer"), *_work("writer", f"draft {i}"))]
+    assert _flags(_trace(*steps)) == []
+
+
+def test_a_worker_saying_the_same_after_the_same_hand_off_with_no_other_progress_loops(
+        ) -> None:
+    """boss routes the coder, it says "Done.", boss routes it again, it says "Done." again:
+    the routing turn follows progress (no flag on boss), the worker's answer is the loop."""
+    flags = _flags(_trace(*_route("coder"), *_work("coder", "Done."), *_route("coder"),
+                          *_work("coder", "Done.")))
+    assert len(flags) == 1 and flags[0].startswith("coder:") and REPEATS in flags[0]
+
+
+def test_an_instruction_that_is_no_hand_off_keeps_the_old_rule() -> None:
+    """The same instruction without a routing turn before it, after the writer's progress:
+    the same piece of work, the coder's "Done." again is a repeat (as before)."""
+    give = {"agent": "boss", "kind": "instruction", "to": "coder", "content": "count rows"}
+    flags = _flags(_trace(give, *_work("coder", "Done."), *_route("writer"),
+                          *_work("writer", "draft"), give, *_work("coder", "Done.")))
+    assert [f for f in flags if f.startswith("coder:") and REPEATS in f]
+
+
+def test_recorded_hand_off_lines() -> None:
+    assert handoff_line("boss -> coder", "boss", "coder")
+    assert handoff_line("boss -> coder (transfer_to_coder)", "boss", "coder")
+    assert handoff_line("handoff to coder", "boss", "coder")
+    assert not handoff_line("boss -> coder: count the rows", "boss", "coder")
+    assert not handoff_line("boss -> writer", "boss", "coder")
+    assert not handoff_line("count the rows", "boss", "coder")
+
+
+def test_a_recorded_hand_off_line_again_after_others_progress_is_new_work() -> None:
+    """A supervisor node with no model turn (``Command(goto=...)`` from a function): its
+    hand-off lines are the same each round; the coder's "Done." each round is no repeat,
+    unless nobody else made progress between."""
+    def give(to: str) -> dict[str, Any]:
+        return {"agent": "boss", "kind": "instruction", "to": to, "content": f"boss -> {to}"}
+
+    steps = [x for i in range(2) for x in (give("coder"), *_work("coder", "Done."),
+                                           give("writer"), *_work("writer", f"draft {i}"))]
+    assert _flags(_trace(*steps)) == []
+    looped = _flags(_trace(give("coder"), *_work("coder", "Done."), give("coder"),
+                           *_work("coder", "Done.")))
+    assert len(looped) == 1 and looped[0].startswith("coder:") and REPEATS in looped[0]
+    other = [x for i in range(2) for x in (  # not the orchestrator's: the old rule
+        {**give("coder"), "agent": "writer", "content": "writer -> coder"},
+        *_work("coder", "Done."), *_work("writer", f"draft {i}"))]
+    assert [f for f in _flags(_trace(*other)) if f.startswith("coder:")]
 
 
 _KINDS = [StepKind.OUTPUT, StepKind.THOUGHT, StepKind.TOOL_OUTPUT, StepKind.INSTRUCTION,

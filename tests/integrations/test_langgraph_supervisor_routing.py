@@ -128,6 +128,56 @@ def test_routing_the_same_way_each_round_is_no_repeat(tmp_path: Path, text: bool
     assert routed and all(o["kind"] != "web" for o in routed)  # names decide no kind
 
 
+def test_a_worker_reporting_alike_each_round_is_no_repeat(tmp_path: Path) -> None:
+    """The researcher answers "Found the papers." each round after a new search, the
+    writer drafts between: the same hand-off each round is new work for it, no flag (2
+    hard flags on the researcher before)."""
+    same: list[AIMessage] = []
+    for i in range(3):
+        same += [AIMessage("", tool_calls=[{"name": "search", "args": {"query": f"t{i}"},
+                                            "id": f"s{i}"}]),
+                 AIMessage("Found the papers.")]
+    code, out, run = _run(tmp_path, 3, same,
+                          [AIMessage(f"Draft v{i} written.") for i in range(3)])
+    assert code == 0, out
+    assert run["flags"] == [] and run["summary"]["snd"] == 1.0
+
+
+def test_a_supervisor_node_routing_with_command_goto(tmp_path: Path) -> None:
+    """A supervisor that is a plain node (no model turn) returning ``Command(goto=...)``:
+    its recorded hand-off lines "supervisor -> researcher" are the same each round; the
+    researcher's "Found the papers." in rounds 1 and 3 (the writer drafted between) is no
+    repeat (a hard flag before)."""
+    route = iter(["researcher", "writer", "researcher", END])
+
+    def supervisor(state: _S) -> Command[Any]:
+        return Command(goto=next(route))
+
+    same: list[AIMessage] = []
+    for i in range(2):
+        same += [AIMessage("", tool_calls=[{"name": "search", "args": {"query": f"t{i}"},
+                                            "id": f"s{i}"}]),
+                 AIMessage("Found the papers.")]
+    g = StateGraph(_S)
+    g.add_node("supervisor", supervisor, destinations=("researcher", "writer", END))
+    g.add_node("researcher", create_agent(_Scripted(messages=iter(same)), [search],
+                                          name="researcher"))
+    g.add_node("writer", create_agent(_Scripted(messages=iter([AIMessage("Draft written.")])),
+                                      [], name="writer"))
+    g.add_edge(START, "supervisor")
+    g.add_edge("researcher", "supervisor")
+    g.add_edge("writer", "supervisor")
+    rec = RunRecorder("node", question="Write a short survey", agents=AGENTS,
+                      orchestrator="supervisor", succeeded=True)
+    g.compile().invoke({"messages": [HumanMessage("Write a short survey")]},
+                       {"callbacks": [RecordingHandler(rec)]})
+    path = rec.write(tmp_path / "node.jsonl")
+    assert '"content": "supervisor -> researcher"' in path.read_text(encoding="utf-8")
+    code, out, run = _audit(path, "--fail-on", "hard-flags,unsound")
+    assert code == 0, out
+    assert run["flags"] == [] and run["summary"]["snd"] == 1.0
+
+
 def test_a_worker_failing_each_round_is_flagged_not_the_router(tmp_path: Path) -> None:
     """The researcher fails every round ("couldn't find"), the writer drafts between: each
     failure is flagged on the researcher; the supervisor's routing turns are not, as the

@@ -18,7 +18,16 @@ docs/audit-real-runs.md ("Routing turns") states it:
 - a routing turn repeats (``output_evidence`` sees it as a repeat, a ``work`` hard flag)
   only when the ordinary repeat rule holds (the same text and calls reported again,
   docs/audit-real-runs.md "Generic JSONL format") **and** the last routing turn with the
-  same text, calls and hand-off was made with no progress since.
+  same text, calls and hand-off was made with no progress since;
+- a **hand-off** is a routing turn's instruction, or an instruction of the orchestrator
+  that is a recorded hand-off line (``<orchestrator> -> <addressee>``, optionally followed
+  by `` (<tool>)``, as the LangGraph recorder writes a ``Command(goto=...)``, or
+  ``handoff to <addressee>``: :func:`handoff_line`);
+- a hand-off given again (the same addressee and text) is the same piece of work for
+  the addressee (its outputs are compared with what it reported since, as for the same
+  instruction again) only when no other agent made progress since that hand-off was last
+  given; after progress by others it is new work, as an instruction the addressee had
+  not got before (a worker's "Draft saved." in round 1 and round 3 is no repeat).
 
 Pure: it reads the steps it is given, in order, and keeps a few counters. Part of
 :mod:`icore.adapters._trace_audit` (split for size).
@@ -36,6 +45,17 @@ REACH = 64
 tool's answer and the node notes between are a few; a longer gap is no hand-off)."""
 
 
+def handoff_line(text: str, by: str, to: str) -> bool:
+    """``text`` is a recorded hand-off line of ``by`` to ``to``, which holds no task.
+
+    ``by -> to`` or ``by -> to (tool)`` (the LangGraph recorder's ``Command(goto=...)``),
+    or ``handoff to <to>`` (``RunRecorder.handoff``'s default text: the Agents SDK's).
+    """
+    head = f"{by} -> {to}"
+    return text in (head, f"handoff to {to}") or (text.startswith(head + " (")
+                                                   and text.endswith(")"))
+
+
 class RoutingTurns:
     """The routing turns of one imported run and the loop rule on them (icore Sec. 4).
 
@@ -46,9 +66,11 @@ class RoutingTurns:
     def __init__(self, orchestrator: str | None) -> None:
         self.orchestrator = orchestrator
         self._handoff: dict[int, tuple[str, str]] = {}  # step index -> (to, text)
-        self._last: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self._given: set[int] = set()  # the step indexes of the hand-offs themselves
+        self._last: dict[tuple[str, ...], tuple[int, int]] = {}
         self.progress = 0
         """Supported outputs of steps that are no routing turn, so far."""
+        self._by: dict[str, int] = {}  # agent -> its part of :attr:`progress`
 
     def steps(self, steps: Iterable[Step]) -> Iterator[Step]:
         """``steps`` in order, each routing turn's hand-off noted before it is yielded.
@@ -66,7 +88,10 @@ class RoutingTurns:
             s = ahead.popleft() if ahead else next(it, None)
             if s is None:
                 return
-            if s.kind == StepKind.OUTPUT and s.agent == orch:
+            if s.kind == StepKind.INSTRUCTION and s.agent == orch and s.to and \
+                    handoff_line(s.content, orch, s.to):
+                self._given.add(s.index)
+            elif s.kind == StepKind.OUTPUT and s.agent == orch:
                 for n in range(REACH):
                     nxt = ahead[n] if n < len(ahead) else next(it, None)
                     if nxt is None:
@@ -78,6 +103,7 @@ class RoutingTurns:
                         continue
                     if nxt.kind == StepKind.INSTRUCTION and nxt.agent == orch and nxt.to:
                         self._handoff[s.index] = (nxt.to, nxt.content)
+                        self._given.add(nxt.index)
                     break
             yield s
 
@@ -102,10 +128,27 @@ class RoutingTurns:
         self._last[key] = mark
         return looped
 
-    def submitted(self, index: int, passed: bool) -> None:
-        """Count step ``index``'s submitted output as progress when it passed and routes not."""
+    def new_work(self, index: int, to: str, text: str, plans: int) -> bool:
+        """Whether instruction step ``index`` (to ``to``, saying ``text``) is new work.
+
+        True for a hand-off given when other agents than ``to`` made
+        progress (or a plan was imported: ``plans``) since the same hand-off was last
+        given (or never given before); False otherwise (every other instruction: the
+        caller's own rule decides). Call it once per instruction, in order.
+        """
+        if index not in self._given:
+            return False
+        key = ("\0given", to, text)
+        mark = (self.progress - self._by.get(to, 0), plans)
+        fresh = self._last.get(key) != mark
+        self._last[key] = mark
+        return fresh
+
+    def submitted(self, index: int, agent: str, passed: bool) -> None:
+        """Count ``agent``'s output at step ``index`` as progress when it passed and routes not."""
         if passed and index not in self._handoff:
             self.progress += 1
+            self._by[agent] = self._by.get(agent, 0) + 1
 
 
-__all__ = ["REACH", "RoutingTurns"]
+__all__ = ["REACH", "RoutingTurns", "handoff_line"]

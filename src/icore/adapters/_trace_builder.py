@@ -255,7 +255,7 @@ class _XWriter:
         if page:
             self.seen_pages.setdefault(who, set()).add(str(page))
         self.since_ledger.append(ev, verdict, repeat)
-        self.routing.submitted(s.index, verdict)
+        self.routing.submitted(s.index, who, verdict)
         if verdict:
             self.ever_passed += 1
             if fields.get("page"):
@@ -500,12 +500,13 @@ class _StepReader(_XWriter):
         Its events include the pending ledger when the ledger named the addressee as next
         speaker. An instruction the addressee never got before is new work: its outputs
         are no repeat of what it reported for other instructions (two tasks both
-        answered "Done."); the same instruction again (a loop) keeps what it reported.
+        answered "Done."); the same instruction again (a loop) keeps what it reported, but
+        a routing turn's hand-off after others' progress (:mod:`icore.adapters._routing`).
         """
         to = self.agent(s.to or "")
-        said = hash(s.content)
-        if said not in self.instructed.setdefault(to, set()):
-            self.instructed[to].add(said)
+        said, got = hash(s.content), self.instructed.setdefault(to, set())
+        if self.routing.new_work(s.index, to, s.content, self.plan_count) or said not in got:
+            got.add(said)
             self.seen_digests.pop(to, None)
         ev = self.event(s, "instruction", s.agent, to=to, text=s.content[:20000])
         events: tuple[str, ...] = (ev,)
