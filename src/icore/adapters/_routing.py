@@ -108,7 +108,7 @@ class RoutingTurns:
             yield s
 
     def is_routing(self, index: int) -> bool:
-        """Step ``index`` is a routing turn (known once :meth:`steps` yielded it)."""
+        """Step ``index`` is a routing turn (from :meth:`steps` yielding it to its submission)."""
         return index in self._handoff
 
     def repeats(self, index: int, digest: str, plans: int) -> bool:
@@ -138,6 +138,7 @@ class RoutingTurns:
         """
         if index not in self._given:
             return False
+        self._given.discard(index)  # memory: the hand-offs ahead only
         key = ("\0given", to, text)
         mark = (self.progress - self._by.get(to, 0), plans)
         fresh = self._last.get(key) != mark
@@ -145,8 +146,11 @@ class RoutingTurns:
         return fresh
 
     def submitted(self, index: int, agent: str, passed: bool) -> None:
-        """Count ``agent``'s output at step ``index`` as progress when it passed and routes not."""
-        if passed and index not in self._handoff:
+        """Count ``agent``'s output at step ``index`` as progress when it passed and routes not.
+
+        Step ``index`` is no longer a routing turn afterwards (memory: its hand-off is done).
+        """
+        if self._handoff.pop(index, None) is None and passed:
             self.progress += 1
             self._by[agent] = self._by.get(agent, 0) + 1
 
