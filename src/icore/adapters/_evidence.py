@@ -294,8 +294,9 @@ def classify(text: str, agents: Iterable[str] = ()) -> str:
     """Work kind of an instruction or message: the first kind whose keyword occurs.
 
     ``agents``: the run's agent ids; each one that occurs in ``text`` as a word (case
-    folded) is left out first, so an agent's own name decides no kind ("researcher,
-    please take the next step" is not ``web`` work for "search"; QA qa-new15c S3).
+    folded; an underscore bounds a word too) is left out first, so an agent's own name
+    decides no kind ("researcher, please take the next step" and a hand-off call
+    ``transfer_to_researcher`` are not ``web`` work for "search"; QA qa-new15c S3).
     """
     t = text.lower()
     names = tuple(sorted({a.lower() for a in agents if a}))
@@ -310,9 +311,12 @@ def classify(text: str, agents: Iterable[str] = ()) -> str:
 
 @functools.lru_cache(maxsize=64)
 def _names_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
-    """The agent ids ``names`` (lower case) as whole words (longest first)."""
+    """The agent ids ``names`` (lower case) as whole words (longest first).
+
+    A word ends at anything but a letter or digit (``_`` too: ``transfer_to_writer``).
+    """
     alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.compile(rf"(?<!\w)(?:{alts})(?!\w)")
+    return re.compile(rf"(?<![^\W_])(?:{alts})(?![^\W_])")
 
 
 def capabilities(description: str, *, llm: bool = True) -> dict[str, float]:

@@ -354,7 +354,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         said, said2 = (tuple(w for w in x if ": note: " not in w) for x in (said, said2))
     warnings += said + said2 + said3 + said4 + gate_without_records(gate_lines, file,
                                                                      protected)
-    warnings += names.merge_notes(file)
+    warnings += names.merge_notes(file) + names.undeclared_notes(file)
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None
@@ -448,7 +448,8 @@ def _step_of(obj: dict[str, Any], f: str, file: str, names: AgentNames,
     to_raw = obj.get("to")
     if to_raw is not None and type(to_raw) is not str:
         to_raw = as_name(to_raw, file=file, field=f"{f}.to", optional=True)
-    to = (names.canonical(to_raw) or names.add(to_raw)) if to_raw else None
+    to = (names.addressed(to_raw, f) if kind == StepKind.INSTRUCTION else
+          names.canonical(to_raw) or names.add(to_raw)) if to_raw else None
     ledger = None
     if kind == StepKind.LEDGER:
         ledger = _ledger(obj.get("ledger"), file, f"{f}.ledger", names)

@@ -13,13 +13,8 @@ from typing import Any, ClassVar
 
 from icore.adapters._decl import HUMAN
 from icore.adapters._evidence import answer_checkable, classify, output_facts, tool_facts
-from icore.adapters._results import (
-    Finding,
-    StepEvents,
-    Timeline,
-    audit_diagnosis,
-    why_output,
-)
+from icore.adapters._results import Finding, StepEvents, Timeline, audit_diagnosis, why_output
+from icore.adapters._routing import RoutingTurns
 from icore.adapters._trace import Step, StepKind, Trace
 from icore.adapters._trace_places import DigestSet, NoteLog, OutputsSince
 from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
@@ -71,6 +66,7 @@ class _XWriter:
         self.seen_digests: dict[str, DigestSet] = {}
         self.call_digest: dict[str, str] = {}  # agent -> digest of its last tool-call turn
         self.answers: dict[tuple[str, str], int] = {}  # (agent, call digest) -> its answer
+        self.routing = RoutingTurns(trace.orchestrator)  # an orchestrator's hand-offs
         self.seen_pages: dict[str, set[str]] = {}
         self.instructed: dict[str, set[int]] = {}  # agent -> hashes of its instructions
         self.pending_code: tuple[Step, str, str] | None = None  # (step, event, obligation)
@@ -226,7 +222,8 @@ class _XWriter:
 
         The certificate is issued by the ``output_evidence`` validator of V.
 
-        The validator sees whether this output repeats what the agent already reported;
+        The validator sees whether this output repeats what the agent already reported
+        (a routing turn made again after progress does not: :mod:`icore.adapters._routing`);
         an output it rejects raises a hard flag and a ``work`` diagnosis.
         """
         x = self.state
@@ -235,7 +232,8 @@ class _XWriter:
         # does *this* output repeat the agent's earlier report? the payload carries only
         # the matching one (O(1) per output: the audit stays linear in the trace)
         digest, page = str(fields.get("digest")), fields.get("page")
-        seen_d = [digest] if digest in self.seen_digests.get(who, ()) else []
+        again = self.routing.repeats(s.index, digest, self.plan_count)  # once per output
+        seen_d = [digest] if again and digest in self.seen_digests.get(who, ()) else []
         seen_p = [str(page)] if page and str(page) in self.seen_pages.get(who, ()) else []
         payload = {"seen_digests": seen_d, "seen_pages": seen_p,
                    "evidence_before": self.evidence}
@@ -257,6 +255,7 @@ class _XWriter:
         if page:
             self.seen_pages.setdefault(who, set()).add(str(page))
         self.since_ledger.append(ev, verdict, repeat)
+        self.routing.submitted(s.index, who, verdict)
         if verdict:
             self.ever_passed += 1
             if fields.get("page"):
@@ -341,7 +340,7 @@ class _StepReader(_XWriter):
         """
         self.start()
         handlers = {k: getattr(self, f"on_{k.value}") for k in StepKind}
-        for s in self.trace.steps:
+        for s in self.routing.steps(self.trace.steps):
             if s.kind != StepKind.TOOL_OUTPUT and self.pending_code is not None:
                 self.finish_code(())
             handlers[s.kind](s)
@@ -501,12 +500,13 @@ class _StepReader(_XWriter):
         Its events include the pending ledger when the ledger named the addressee as next
         speaker. An instruction the addressee never got before is new work: its outputs
         are no repeat of what it reported for other instructions (two tasks both
-        answered "Done."); the same instruction again (a loop) keeps what it reported.
+        answered "Done."); the same instruction again (a loop) keeps what it reported, but
+        a routing turn's hand-off after others' progress (:mod:`icore.adapters._routing`).
         """
         to = self.agent(s.to or "")
-        said = hash(s.content)
-        if said not in self.instructed.setdefault(to, set()):
-            self.instructed[to].add(said)
+        said, got = hash(s.content), self.instructed.setdefault(to, set())
+        if self.routing.new_work(s.index, to, s.content, self.plan_count) or said not in got:
+            got.add(said)
             self.seen_digests.pop(to, None)
         ev = self.event(s, "instruction", s.agent, to=to, text=s.content[:20000])
         events: tuple[str, ...] = (ev,)

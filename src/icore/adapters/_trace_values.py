@@ -144,6 +144,35 @@ class AgentNames:
         :data:`MERGED_SHOWN` each): what :meth:`merge_notes` warns about."""
         for n in names:
             self.add(n)
+        self.declared = tuple(self._by_key.values())
+        """The names given at construction (a trace header's agents), canonical."""
+        self.undeclared: dict[str, str] = {}
+        """Agent -> where (``line <n>``) an instruction first addressed it while
+        :attr:`declared` is not empty and does not hold it (:meth:`addressed`)."""
+
+    def addressed(self, name: str, where: str) -> str:
+        """Register an instruction's addressee ``name`` at ``where``; its canonical name.
+
+        An addressee that :attr:`declared` (when not empty) does not hold is kept (a trace
+        is what happened) and noted in :attr:`undeclared`, first place only.
+        """
+        got = self.canonical(name) or self.add(name)
+        if self.declared and got not in self.declared and got not in self.undeclared:
+            self.undeclared[got] = where
+        return got
+
+    def undeclared_notes(self, file: str) -> tuple[str, ...]:
+        """One warning per instruction addressee the header does not declare (QA qa-new15c S3).
+
+        It names the agent, the line of the first such instruction and the declared agents.
+        """
+        shown = ", ".join(repr(d) for d in self.declared[:MERGED_SHOWN])
+        more = f" and {len(self.declared) - MERGED_SHOWN} more" * (
+            len(self.declared) > MERGED_SHOWN)
+        return tuple(f"{file}: {where}: an instruction to {got!r}, an agent the run header "
+                     f"does not declare (declared: {shown}{more}); it is audited as an agent "
+                     "of the run with no declared capabilities"
+                     for got, where in self.undeclared.items())
 
     def _note(self, name: str, got: str) -> None:
         if name.strip() != got:
