@@ -20,7 +20,7 @@ from icore.adapters._results import (
     audit_diagnosis,
     why_output,
 )
-from icore.adapters._trace import Step, StepKind, Trace
+from icore.adapters._trace import Step, StepKind, Trace, end_detail
 from icore.adapters._trace_places import DigestSet, NoteLog, OutputsSince
 from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
 from icore.state import (
@@ -353,12 +353,12 @@ class _StepReader(_XWriter):
         if self.pending_code is not None:
             self.finish_code(())
         last = self.trace.steps[-1] if self.trace.steps else None
-        if not self.terminated and last is not None and last.pause:
+        if not self.terminated and last is not None and last.pause and not self.trace.unclosed:
             self.paused = True
         elif not self.terminated:
             self.diagnose("terminal", last.index if last else None, obligations=(ROOT,),
                           events=(self.last_event,) if self.last_event else (),
-                          detail="the run ended without a terminal marker (no final answer)")
+                          detail=end_detail(self.trace, last))
 
     def take_root(self, s: Step) -> None:
         """The first agent seen working on the task takes it when no plan assigned it.
