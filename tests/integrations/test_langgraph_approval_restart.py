@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 APP = r'''
-import asyncio, os, pickle, sys, threading, time
+import asyncio, os, pickle, signal, sys, threading, time
 from typing import Annotated, TypedDict
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import tool
@@ -89,6 +89,8 @@ def refund(order_id: int, amount: float) -> str:
     """Refund money to the customer."""
     with open(os.path.join(DB, "effects.log"), "a") as f:
         f.write(f"{PHASE} refund {order_id} {amount}\n")
+    if PHASE == "die":  # the resuming process is killed inside the approved call's body
+        os.kill(os.getpid(), signal.SIGKILL)
     return f"refunded {amount}"
 @tool("refund")
 async def arefund(order_id: int, amount: float) -> str:
@@ -126,6 +128,8 @@ with RunRecorder(f"orders-{PHASE}", path=TRACE) as rec:
     cfg["callbacks"] = [RecordingHandler(rec)]
     inp = ({"messages": [HumanMessage("refund 9.5 on order 42")]} if PHASE == "run" else
            Command(resume=PHASE != "reject"))
+    if PHASE == "again":  # a third process resumes the step once more
+        inp = None
     out = asyncio.run(app.ainvoke(inp, cfg)) if ASYNC else app.invoke(inp, cfg)
     if "__interrupt__" in out:
         print("PAUSED", flush=True)
@@ -248,3 +252,23 @@ def test_pending_state_corrupt_fails_closed(tmp_path: Path) -> None:
     assert _effects(db) == []
     c2 = [ln for ln in out.splitlines() if ln.startswith("TOOL refund c2 ")]
     assert len(c2) == 1 and "pending approval" in c2[0], out
+
+
+def test_resumed_call_killed_mid_body_never_runs_twice(tmp_path: Path) -> None:
+    """The durable-attempt rule holds for a resumed approval: the process that resumed
+    it is killed inside the approved body; a third process resuming the step refuses
+    the call ``earlier_outcome_unknown`` (its effect once, not asked again)."""
+    app, db = _paused_then_killed(tmp_path, "record")
+    died = subprocess.run([sys.executable, str(app), "die", str(db), "record",
+                           str(tmp_path / "t2.jsonl")], env=_env(), capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-3000:]
+    assert _effects(db) == ["die refund 42 9.5"]
+    out = subprocess.run([sys.executable, str(app), "again", str(db), "record",
+                          str(tmp_path / "t3.jsonl")], env=_env(), capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    c2 = [ln for ln in out.stdout.splitlines() if ln.startswith("TOOL refund c2 ")]
+    assert len(c2) == 1 and "(earlier_outcome_unknown)" in c2[0], out.stdout
+    assert _effects(db) == ["die refund 42 9.5"]
+
