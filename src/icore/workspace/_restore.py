@@ -12,7 +12,7 @@ stale, never run on the old plan).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 from icore.errors import brief
 from icore.records import Record, RecordId
@@ -20,11 +20,14 @@ from icore.workspace._agent import Agent
 from icore.workspace._errors import WorkspaceError
 
 
-def restore_reads(agent: Agent, basis: Mapping[str, RecordId]) -> dict[str, Record]:
+def restore_reads(agent: Agent, basis: Mapping[str, RecordId], *,
+                  turn: Hashable | None = None) -> dict[str, Record]:
     """Note ``basis`` (key -> record id of the version the model saw) as read by ``agent``.
 
     Noted in the agent's current run scope, unstamped (they count for any model turn of
-    that scope, as reads of an earlier message do). Nothing is validated here: the gate
+    that scope, as reads of an earlier message do). When the calls of ``turn`` (the
+    model message) already fixed the reads they derive from (a sibling call decided
+    first), the keys missing there are added. Nothing is validated here: the gate
     validates the call against the owners' heads.
 
     Returns:
@@ -51,5 +54,11 @@ def restore_reads(agent: Agent, basis: Mapping[str, RecordId]) -> dict[str, Reco
         agent._install(rec, owner)
         got[key] = rec
     if got:
-        agent._note(got, None, agent.current_scope())
+        scope = agent.current_scope()
+        agent._note(got, None, scope)
+        with agent._lock:
+            snap = agent._turns.get((scope, turn)) if turn is not None else None
+            if snap is not None:
+                for key, rec in got.items():
+                    snap.setdefault(key, rec)
     return got

@@ -105,7 +105,8 @@ class PendingCall:
 
 def open_pending(agent: Agent | None, approval: bool, book_key: Hashable, tool: str,
                  disk: tuple[Any, str] | None, call_id: str | None,
-                 rec: RunRecorder | None, who: str) -> PendingCall | None:
+                 rec: RunRecorder | None, who: str,
+                 turn: Hashable | None = None) -> PendingCall | None:
     """The pending state of an approval call (None: no approval, nothing durable).
 
     A call this process has not asked yet finds the pending approval another process
@@ -123,7 +124,7 @@ def open_pending(agent: Agent | None, approval: bool, book_key: Hashable, tool: 
     resumed = None
     if not agent.approvals.asked(book_key):
         try:
-            resumed = restore(agent, book_key, tool, file, disk[1])
+            resumed = restore(agent, book_key, tool, file, disk[1], turn)
         except PendingUnreadable:
             file.drop(disk[1])
             raise
@@ -143,12 +144,13 @@ def unreadable_message(tool: str, why: str) -> str:
 
 
 def restore(agent: Agent, book_key: Hashable, tool: str, file: PendingFile,
-            key: str) -> Resumed | None:
+            key: str, turn: Hashable | None = None) -> Resumed | None:
     """Give a new process the pending approval of call ``key`` (None: none kept).
 
     The requests are noted in the agent's :class:`~icore.workspace.ApprovalBook` under
     ``book_key`` (the answers LangGraph hands back are attributed to them by index) and
-    the latest request's versions are noted as the agent's reads.
+    the latest request's versions are noted as the agent's reads (for ``turn``, the
+    call's model turn, too: :func:`~icore.workspace.restore_reads`).
 
     Raises:
         PendingUnreadable: the row cannot be read back, or a version it cites cannot be
@@ -159,7 +161,7 @@ def restore(agent: Agent, book_key: Hashable, tool: str, file: PendingFile,
     if pending is None:
         return None
     try:
-        restore_reads(agent, dict(pending.asked[-1].basis))
+        restore_reads(agent, dict(pending.asked[-1].basis), turn=turn)
     except WorkspaceError as exc:
         raise PendingUnreadable(str(exc)) from None
     for req in pending.asked:

@@ -341,14 +341,15 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
         return reviewed_check(guard, base.name, norm, f.turn(runtime, call_id), inner)
 
     def pending(key: Hashable, disk: Disk, call_id: str | None, rec: RunRecorder | None,
-                norm: dict[str, JSONValue]) -> PendingCall | None:
+                norm: dict[str, JSONValue], turn: Hashable | None) -> PendingCall | None:
         # an approval call's questions kept on disk while the human decides; a call
         # another process asked is restored (its reads and questions) or refused
         r = rec or guard.recorder
         who = (r.caller(base.name, call_id) if r is not None else None) or guard.agent \
             or "agent"
         try:
-            return open_pending(guard.handle, approval, key, base.name, disk, call_id, r, who)
+            return open_pending(guard.handle, approval, key, base.name, disk, call_id, r, who,
+                                turn)
         except PendingUnreadable as exc:
             said = unreadable_message(base.name, str(exc))
             if r is not None:
@@ -444,7 +445,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             try:
                 if agent_mode:
                     with one_call():  # D(a) asked once: the approval's request and the gate
-                        pend = pending(key, disk, call_id, rec, norm)
+                        pend = pending(key, disk, call_id, rec, norm, f.turn(runtime, call_id))
                         approve = reviewed(runtime, norm, call_id, f.approver(
                             key, granted, lambda: signal(attempt, call_id), pend))
                         gated = guard.run(base.name, call, norm,
@@ -518,7 +519,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             try:
                 if agent_mode:
                     with one_call():
-                        pend = pending(key, disk, call_id, rec, norm)
+                        pend = pending(key, disk, call_id, rec, norm, f.turn(runtime, call_id))
                         approve = reviewed(runtime, norm, call_id, f.approver(
                             key, granted, lambda: signal(attempt, call_id), pend))
                         gated = await guard.arun(base.name, call, norm,
