@@ -112,7 +112,7 @@ PINNED = {
         "Verdict", "Workspace", "WorkspaceError", "arg_fault", "bad_args_hint", "key_args",
         "read_answer",
         "running_call", "check_first", "unknown_outcome_text", "unwritten_hint", "Reassignment",
-        "ownership_record", "reassign_owner", "ALREADY_RAN", "CALL_RUNNING",
+        "ownership_record", "reassign_owner", "restore_reads", "ALREADY_RAN", "CALL_RUNNING",
         "EARLIER_UNKNOWN", "NoEffect",
     ],
     "icore.integrations.cost": ["FRAMEWORKS", "FrameworkCase", "World", "seam_cases"],

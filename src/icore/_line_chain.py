@@ -100,12 +100,29 @@ def chain_lines(writer: str, lines: Iterable[Mapping[str, Any]]) -> list[Mapping
 
     An end line (``kind`` ``termination``) gets ``chain_end``: the writer's totals over
     all of ``lines`` (the end line may come before the writer's last line, as the MCP
-    gateway's PlanFence lines follow its events).
+    gateway's PlanFence lines follow its events); with no end line, a pause that is the
+    last event line gets it (:func:`seal_points`).
     """
     chain = ChainWriter(writer)
     out = [chain.chained(x) for x in lines]
     seal = chain.seal()
-    return [{**x, CHAIN_END: seal} if is_end(x) else x for x in out]
+    at = seal_points(out)
+    return [{**x, CHAIN_END: seal} if i in at else x for i, x in enumerate(out)]
+
+
+def seal_points(lines: Sequence[Mapping[str, Any]]) -> set[int]:
+    """The indexes of ``lines`` that carry the writer's seal when the file is closed.
+
+    Every end line (:func:`is_end`); with none, the last event line when it is a pause
+    (``pause: true``: a run closed while it waits for a human), so a run closed at a
+    pause is told from one whose process stopped while it waited (no seal: not ended,
+    QA qa-new16 S3).
+    """
+    ends = {i for i, x in enumerate(lines) if is_end(x)}
+    if ends:
+        return ends
+    last = next((i for i in range(len(lines) - 1, -1, -1) if "agent" in lines[i]), None)
+    return {last} if last is not None and lines[last].get("pause") is True else set()
 
 
 def is_end(line: Mapping[str, Any]) -> bool:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -173,13 +175,14 @@ def test_approval_run_recorded_once_with_its_end(task_spans: bool) -> None:
     assert rec.events[-1]["final_answer"] == "Refunded 40 on order 7."
 
 
-def test_restart_with_sqlite_refuses_the_approved_call_with_the_true_reason(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("kept", [True, False])
+def test_restart_with_sqlite_approved_call(tmp_path: Path, kept: bool) -> None:
     """Phase 1 stops at the human approval and saves the ``RunState``; phase 2 is a new
-    workspace on the same SQLite folder (a restart: reads are in memory). The approved
-    call is refused ``not_read`` saying so (not "which you had not read"), nothing ran;
-    the model's new call is put to the human again and runs once. Recorded, the task
-    comes first."""
+    workspace on the same SQLite folder (a restart: reads are in memory). The request
+    put to the human was kept in the folder (QA qa-new16 S3): the call approved in phase
+    2 runs once. Its kept row lost (``kept=False``): the approved call is refused
+    ``not_read`` saying so (not "which you had not read"), nothing ran; the model's new
+    call is put to the human again and runs once. Recorded, the task comes first."""
     facts = {"order/*": "billing"}
     paid: list[int] = []
 
@@ -208,11 +211,15 @@ def test_restart_with_sqlite_refuses_the_approved_call_with_the_true_reason(
         first = asyncio.run(Runner.run(agent1, "Refund order 7"))
         saved = first.to_state().to_string()
     assert [i.name for i in first.interruptions] == ["refund"]
+    if not kept:
+        with closing(sqlite3.connect(tmp_path / "icore-attempts.sqlite")) as con:
+            con.execute("DELETE FROM pending_approvals")
+            con.commit()
 
     with Workspace.sqlite(facts, tmp_path) as ws2:
         agent2 = Agent(name="desk", tools=tools(ws2), model=_model([
             [function_call("refund", {"order_id": "7", "amount": 40}, call_id="c3")],
-            [assistant_message("done")]]))
+            [assistant_message("done")]][kept:]))  # kept: c2 ran, the model is done
 
         async def resume() -> tuple[int, Any]:
             state = await RunState.from_string(agent2, saved)
@@ -231,6 +238,9 @@ def test_restart_with_sqlite_refuses_the_approved_call_with_the_true_reason(
             asked, result = asyncio.run(resume())
     assert rec.kinds()[0] == "task"  # before the refusal the resumed run's tool recorded
     outs = _outputs(result)
+    if kept:
+        assert outs["c2"] == "refunded 40" and paid == [40] and asked == 1, outs
+        return
     assert "(not_read)" in outs["c2"] and "holds no read" in outs["c2"]
     assert "which you had not read" not in outs["c2"] and '"amount": 40' in outs["c2"]
     assert outs["c3"] == "refunded 40" and paid == [40] and asked == 2

@@ -411,6 +411,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
                                checks.task_lines)
         if records or planfence["decisions"] or broken else None,
         warnings=warnings,
+        unclosed=checks.unclosed,
     )
 
 

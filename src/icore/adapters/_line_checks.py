@@ -31,6 +31,8 @@ class LineChecks:
         self.turns = TurnArgs()  # model turns' tool calls vs the calls they asked for
         self.task_lines: dict[str, int] = {}
         """task -> the line of its first decision."""
+        self.sealed = False
+        """A line carries a writer's seal (``chain_end``: its writer closed the file)."""
 
     def header(self, n: int, obj: Mapping[str, Any]) -> None:
         """The run header, line ``n``."""
@@ -58,6 +60,7 @@ class LineChecks:
         self.seal.line(n, obj, own=own)
         self.turns.line(n, obj)
         if "chain_end" in obj:
+            self.sealed = True
             self.chain.seal(n, obj["chain_end"])
         elif terminates:
             self.mark.missing(n, "seal", "chain_end seal on the run's end line")
@@ -81,6 +84,11 @@ class LineChecks:
         if self.mark.active:
             said3 = tuple(w for w in said3 if ": note: " not in w)
         return broken or unmarked or unsealed, said3 + said4 + said5, self.mark.active
+
+    @property
+    def unclosed(self) -> bool:
+        """The header's writer marker promises a seal at the close and no line has one."""
+        return "seal" in self.mark.promised and not self.sealed
 
     def turn_problems(self, decisions: Sequence[DecisionEntry],
                       records: Sequence[tuple[str, Mapping[str, Any]]]

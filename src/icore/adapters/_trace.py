@@ -417,6 +417,10 @@ class Trace:
         unknown_spans: span kinds kept as events without a mapping -> count.
         warnings: problems the importer worked around (file and field named).
         live: an icore live run's recorded calls and manifest (OTel ``icore.call``).
+        unclosed: its writer promised to seal the file when the run is closed (an icore
+            recorder's header) and no line carries the seal: never closed (the process
+            stopped, or still runs). A run whose last line is a pause then did not end
+            (it stopped while it waited for a human, QA qa-new16 S3), not "paused".
 
     ``extras`` (read-only) rebuilds the free dict earlier versions carried.
     """
@@ -437,6 +441,7 @@ class Trace:
     unknown_spans: Mapping[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     live: LiveRunPart | None = None
+    unclosed: bool = False
 
     @property
     def extras(self) -> dict[str, Any]:
@@ -476,3 +481,17 @@ class Trace:
         if isinstance(last, int):
             return 1 + last
         return 1 + max((s.index for s in self.steps), default=-1)
+
+
+STOPPED_PAUSED = ("the run paused at an interrupt, waiting for a human, and then stopped: "
+                  "its trace was never closed (the process stopped or was killed while it "
+                  "waited; a resume in another process is in that process's trace)")
+"""The ``terminal`` diagnosis of a run whose unclosed trace ends at a pause."""
+
+
+def end_detail(trace: Trace, last: Step | None) -> str:
+    """Why a run that did not end is diagnosed ``terminal`` (the diagnosis's detail)."""
+    if trace.unclosed and last is not None and last.pause:
+        return STOPPED_PAUSED
+    return "the run ended without a terminal marker (no final answer)"
+

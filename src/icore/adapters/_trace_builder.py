@@ -15,7 +15,7 @@ from icore.adapters._decl import HUMAN
 from icore.adapters._evidence import answer_checkable, classify, output_facts, tool_facts
 from icore.adapters._results import Finding, StepEvents, Timeline, audit_diagnosis, why_output
 from icore.adapters._routing import RoutingTurns
-from icore.adapters._trace import Step, StepKind, Trace
+from icore.adapters._trace import Step, StepKind, Trace, end_detail
 from icore.adapters._trace_places import DigestSet, NoteLog, OutputsSince
 from icore.adapters._whowhen import CAPTAIN_AGENT, MAGENTIC_ONE
 from icore.state import (
@@ -352,12 +352,12 @@ class _StepReader(_XWriter):
         if self.pending_code is not None:
             self.finish_code(())
         last = self.trace.steps[-1] if self.trace.steps else None
-        if not self.terminated and last is not None and last.pause:
+        if not self.terminated and last is not None and last.pause and not self.trace.unclosed:
             self.paused = True
         elif not self.terminated:
             self.diagnose("terminal", last.index if last else None, obligations=(ROOT,),
                           events=(self.last_event,) if self.last_event else (),
-                          detail="the run ended without a terminal marker (no final answer)")
+                          detail=end_detail(self.trace, last))
 
     def take_root(self, s: Step) -> None:
         """The first agent seen working on the task takes it when no plan assigned it.

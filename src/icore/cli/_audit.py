@@ -356,8 +356,17 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             f"paused, waiting for a human (the trace ends at an interrupt: no final answer "
             f"yet, not counted as a run that failed to end): {shown(', '.join(paused[:10]))}"
             f"{' …' if len(paused) > 10 else ''}.")
+    stopped = [r.trace.id for r in results if r.summary().terminated is False
+               and r.trace.unclosed and r.trace.steps and r.trace.steps[-1].pause]
+    if stopped:  # paused, then the process stopped while it waited (QA qa-new16 S3)
+        console.print(
+            f"paused, then stopped while waiting for a human (its trace was never closed: "
+            f"not ended; a resume in another process is in that process's trace, audit "
+            f"both files): {shown(', '.join(stopped[:10]))}"
+            f"{' …' if len(stopped) > 10 else ''}.")
     unended = [r.trace.id for r in results
-               if r.summary().terminated is False and not r.paused]
+               if r.summary().terminated is False and not r.paused
+               and r.trace.id not in stopped]
     if unended:  # said, not only under --fail-on not-ended or --json (QA qa-new16 S3)
         console.print(
             f"did not end (no end line: the run stopped, was killed, or its trace was cut; "
@@ -464,7 +473,7 @@ def _audit(console: Console, files: list[Path], out: Path, *, attribution: bool,
             console.print(f"PROV-JSON: {shown(str(out))}/*.prov.json (read back and validated)")
     runs = [run_json(r, atts.get(r.trace.id), out if report else None, views(r))
             for r in results] if json_file is not None or fails else []
-    not_ended = set(unended)
+    not_ended = set(unended) | set(stopped)
     if json_file is not None:
         doc = {"icore": __version__, "runs": runs,
                "errors": [{"file": f, "error": e} for f, e in errors],

@@ -60,6 +60,7 @@ from icore.workspace._keys import (
     unwritten_hint,
 )
 from icore.workspace._reassign import Reassignment, ownership_record, reassign_owner
+from icore.workspace._restore import restore_reads
 from icore.workspace._unknown import NoEffect, check_first, unknown_outcome_text
 from icore.workspace._workspace import FACT_TYPE, Workspace
 
@@ -104,6 +105,7 @@ __all__ = [
     "ownership_record",
     "read_answer",
     "reassign_owner",
+    "restore_reads",
     "running_call",
     "unknown_outcome_text",
     "unwritten_hint",

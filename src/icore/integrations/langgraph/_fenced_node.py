@@ -23,6 +23,7 @@ from typing import Any, get_type_hints
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
@@ -37,6 +38,7 @@ from icore.integrations.langgraph._attempts_db import (
     folder_of,
 )
 from icore.integrations.langgraph._branches import step_of
+from icore.integrations.langgraph._pending import PendingCall
 from icore.integrations.langgraph._replays import STARTED, STOPPED, UNKNOWN, StepMemory
 from icore.records import JSONValue, RecordId
 from icore.workspace import ApprovalRequest, running_call
@@ -357,14 +359,16 @@ class _Fenced:
             self.plan_forms[text] = normal
         return bound if normal == norm_args else norm_args
 
-    def approver(self, key: Hashable, granted: list[str],
-                 asked: Callable[[], None]) -> Callable[[ApprovalRequest], bool] | None:
+    def approver(self, key: Hashable, granted: list[str], asked: Callable[[], None],
+                 pend: PendingCall | None = None
+                 ) -> Callable[[ApprovalRequest], bool] | None:
         """The check before an authorized call runs: approvals bound to the call.
 
         None (no check) unless ``approval=True`` or this call's body suspended earlier
         with its own question (then an answer given for another call is not reused).
         The approved request's id is appended to ``granted``; ``asked()`` runs once the
-        human's answer is known (the next call of the message may ask).
+        human's answer is known (the next call of the message may ask). ``pend`` keeps
+        the questions on disk while the human decides (:mod:`~._pending`).
         """
         book = self.guard.handle.approvals if self.guard.handle is not None else None
         prior = self.suspended.get(key)
@@ -377,8 +381,15 @@ class _Fenced:
                 return True  # the tool's own question was asked for exactly this call
             if not self.approval and not book.asked(key):
                 book.note(key, prior)  # type: ignore[arg-type]  # not None here
-            verdict = book.resolve(key, req, interrupt)
+            try:
+                verdict = book.resolve(key, req, interrupt)
+            except GraphInterrupt:
+                if pend is not None:  # committed before LangGraph saves the pause
+                    pend.paused(book.asked(key))
+                raise
             asked()
+            if pend is not None:
+                pend.decided(req, verdict.approved)
             if verdict.approved:
                 granted.append(req.id)
             return verdict.approved

@@ -73,6 +73,12 @@ from icore.integrations.langgraph._fenced_node import (
     _Fenced,
     _turn_of,
 )
+from icore.integrations.langgraph._pending import (
+    PendingCall,
+    PendingUnreadable,
+    open_pending,
+    unreadable_message,
+)
 from icore.integrations.langgraph._recording import RecordingHandler, mark_fenced
 from icore.integrations.langgraph._replays import (
     RAN,
@@ -334,6 +340,23 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             return inner
         return reviewed_check(guard, base.name, norm, f.turn(runtime, call_id), inner)
 
+    def pending(key: Hashable, disk: Disk, call_id: str | None, rec: RunRecorder | None,
+                norm: dict[str, JSONValue], turn: Hashable | None) -> PendingCall | None:
+        # an approval call's questions kept on disk while the human decides; a call
+        # another process asked is restored (its reads and questions) or refused
+        r = rec or guard.recorder
+        who = (r.caller(base.name, call_id) if r is not None else None) or guard.agent \
+            or "agent"
+        try:
+            return open_pending(guard.handle, approval, key, base.name, disk, call_id, r, who,
+                                turn)
+        except PendingUnreadable as exc:
+            said = unreadable_message(base.name, str(exc))
+            if r is not None:
+                r.tool_call(who, base.name, norm, f"BLOCKED: not_read: {said}", error=True,
+                            blocked=True)
+            raise ToolException(said) from None
+
     def replay(step: Hashable | None, key: Hashable, config: Any, call_id: str | None,
                norm: dict[str, JSONValue], disk: Disk) -> tuple[bool, Any]:
         # a call answered in an earlier attempt of this step: recorded as a replay (one
@@ -418,11 +441,13 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = _handler_recorder(config) if guard.recorder is None else None
             asked_as(rec or guard.recorder, call_id if agent_mode else None, f.norm)
             granted: list[str] = []
+            pend: PendingCall | None = None
             try:
                 if agent_mode:
                     with one_call():  # D(a) asked once: the approval's request and the gate
+                        pend = pending(key, disk, call_id, rec, norm, f.turn(runtime, call_id))
                         approve = reviewed(runtime, norm, call_id, f.approver(
-                            key, granted, lambda: signal(attempt, call_id)))
+                            key, granted, lambda: signal(attempt, call_id), pend))
                         gated = guard.run(base.name, call, norm,
                                           turn=f.turn(runtime, call_id), normalize=f.norm,
                                           approve=approve, recorder=rec, call_id=call_id,
@@ -432,11 +457,15 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
                 result = f.out(gated, runtime)
             except BaseException as exc:  # refused, paused, or the tool raised
+                if pend is not None and not isinstance(exc, GraphInterrupt):
+                    pend.done()  # decided: nothing pending any more
                 f.memory.raised(step, exc, bool(started))
                 if started:
                     f.keep(step, disk)
                 _told_unknown(base.name, exc, bool(started))
                 raise
+            if pend is not None:
+                pend.done()
             return ran(step, key, runtime, call_id, granted, result, disk)
         finally:
             signal(attempt, call_id)
@@ -486,11 +515,13 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             rec = _handler_recorder(config) if guard.recorder is None else None
             asked_as(rec or guard.recorder, call_id if agent_mode else None, f.norm)
             granted: list[str] = []
+            pend: PendingCall | None = None
             try:
                 if agent_mode:
                     with one_call():
+                        pend = pending(key, disk, call_id, rec, norm, f.turn(runtime, call_id))
                         approve = reviewed(runtime, norm, call_id, f.approver(
-                            key, granted, lambda: signal(attempt, call_id)))
+                            key, granted, lambda: signal(attempt, call_id), pend))
                         gated = await guard.arun(base.name, call, norm,
                                                  turn=f.turn(runtime, call_id),
                                                  normalize=f.norm, approve=approve,
@@ -502,11 +533,15 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                                              recorder=rec)
                 result = f.out(gated, runtime)
             except BaseException as exc:
+                if pend is not None and not isinstance(exc, GraphInterrupt):
+                    pend.done()
                 f.memory.raised(step, exc, bool(started))
                 if started:
                     f.keep(step, disk)
                 _told_unknown(base.name, exc, bool(started))
                 raise
+            if pend is not None:
+                pend.done()
             return ran(step, key, runtime, call_id, granted, result, disk)
         finally:
             signal(attempt, call_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import threading
 import weakref
 from collections import OrderedDict
@@ -21,10 +22,13 @@ from typing import Any
 from agents import FunctionTool
 from agents.tool_context import ToolContext
 
-from icore.integrations import FenceGuard
+from icore.integrations import FenceGuard, active_recorder
+from icore.integrations._pending_file import folder_pending
 from icore.integrations.openai_agents._tracing import ACTIVE_PROCESSOR
 from icore.workspace import Agent as TeamAgent
-from icore.workspace import ApprovalRequest, Call
+from icore.workspace import ApprovalRequest, Call, restore_reads
+
+_log = logging.getLogger("icore.integrations")
 
 
 def unread_after_approval(name: str, call: Call) -> str:
@@ -303,6 +307,8 @@ def binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
             asked.move_to_end(call_id)
             while len(asked) > MAX_ASKED:
                 asked.popitem(last=False)
+        if req is not None:  # for a RunState resumed in another process (QA qa-new16 S3)
+            keep_request(team, base.name, call_id, req)
         proc = ACTIVE_PROCESSOR.get()
         if proc is not None:  # a run that stops here is paused, not ended
             proc.asking(call_id, base.name, params)
@@ -329,3 +335,60 @@ def rejection_text(wrapper: Any, tool: str, call_id: str) -> str:
         return said
     from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
     return DEFAULT_APPROVAL_REJECTION_MESSAGE
+
+
+def _kept_key(team: TeamAgent, name: str, call_id: str) -> str:
+    return f"openai_agents:{team.name}:{name}:{call_id}"
+
+
+def keep_request(team: TeamAgent, name: str, call_id: Any, req: ApprovalRequest) -> None:
+    """Keep the request a call is put to the human as in the ``Workspace.sqlite`` folder.
+
+    So a run state saved with ``RunState.to_json`` and resumed in another process (the
+    first one stopped while the human decided) finds the versions the call derives from
+    (:func:`kept_request`). Nothing for an in-memory workspace; a file that cannot be
+    written is logged (the resumed call then fails closed, ``not_read``).
+    """
+    if not isinstance(call_id, str) or not call_id:
+        return
+    rec = active_recorder()
+    try:
+        file = folder_pending(team)
+        if file is not None:
+            file.keep(_kept_key(team, name, call_id), name, None, call_id,
+                      rec.run_id if rec is not None else None, [req])
+    except Exception as exc:  # housekeeping for a later restart: this run goes on
+        _log.warning("the approval request of %s (call %s) was not kept on disk (%s): a "
+                     "run state resumed in another process refuses it", name, call_id, exc)
+
+
+def kept_request(team: TeamAgent, asked: OrderedDict[Any, ApprovalRequest | None],
+                 name: str, call_id: Any) -> Any:
+    """The request the human was asked for ``call_id`` (:data:`NOT_ASKED`: unknown here).
+
+    Asked in this process: the book's. Else the request another process kept
+    (:func:`keep_request`): its versions are noted as the agent's reads again
+    (:func:`~icore.workspace.restore_reads`), so the approved call is validated against
+    the owners' current heads as an in-process resume is (a head moved meanwhile:
+    ``stale``). A kept row that cannot be read back, or whose versions cannot be
+    fetched, leaves it :data:`NOT_ASKED` (refused, never run blind). The approval
+    itself must still be given in this process (``RunState.approve``).
+    """
+    got = asked.get(call_id, NOT_ASKED)
+    if got is not NOT_ASKED or not isinstance(call_id, str) or not call_id:
+        return got
+    try:
+        file = folder_pending(team)
+        pending = file.get(_kept_key(team, name, call_id)) if file is not None else None
+        if pending is None:
+            return got
+        req = pending.asked[-1]
+        restore_reads(team, dict(req.basis))
+    except Exception as exc:  # unreadable, pruned, an owner down: fail closed
+        _log.warning("the approval request of %s (call %s) kept on disk cannot be used "
+                     "(%s): the call is refused", name, call_id, exc)
+        return got
+    with _BOOKS_LOCK:
+        asked[call_id] = req
+    return req
+

@@ -108,12 +108,12 @@ from icore.integrations.openai_agents._resumes import (
 )
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
-    NOT_ASKED,
     always_approved,
     approved_call,
     asked_book,
     binding,
     decided,
+    kept_request,
     rejection_text,
     unasked_why,
     unread_after_approval,
@@ -408,8 +408,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except IntegrationError as exc:
             return refused(ctx, args, invalid_args_message(
                 base.name, getattr(norm, "schema", None), args, fallback=str(exc)))
-        wanted = (asked.get(ctx.tool_call_id, NOT_ASKED) if approved_call(base, ctx)
-                  and not always_approved(base, ctx) else NO_APPROVAL)
+        wanted = (kept_request(team, asked, base.name, ctx.tool_call_id)  # type: ignore[arg-type]
+                  if approved_call(base, ctx) and not always_approved(base, ctx)
+                  else NO_APPROVAL)
 
         def approve(req: ApprovalRequest) -> bool:
             who = getattr(ctx, "agent", None)
@@ -499,11 +500,12 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         who = getattr(ctx, "agent", None)
         if rec is not None and approved_call(base, ctx) and witnessed(
                 who, base.name, ctx.tool_call_id):  # the human's yes (given here), before
-            want = asked.get(ctx.tool_call_id)  # the gate; a forged one is no human's
+            want = kept_request(team, asked, base.name,  # type: ignore[arg-type]
+                                ctx.tool_call_id)  # the gate; a forged one is no human's
             rec.add(caller_guard(ctx).agent or "executor", "thought",
                     f"a human approved {base.name} {input_json}", approval={
                         "tool": base.name, "approved": True,
-                        "request": want.id if want is not None else None})
+                        "request": want.id if isinstance(want, ApprovalRequest) else None})
 
     ledger = ledger_of(team if team is not None else guard.fence, base.name)
     """Approved calls by :func:`call_key`: a saved run resumed twice runs each once."""

@@ -1,0 +1,173 @@
+"""A human approval still pending when the process stops, kept for the one that resumes.
+
+A fenced call with ``approval=True`` pauses at LangGraph's ``interrupt`` while the human
+decides; with a checkpointer that persists, another process may resume the thread with
+``Command(resume=...)`` (QA qa-new16 S3: the first process was killed while it waited).
+The call's identity (thread, tool-call id), the requests put to the human (action,
+normalised arguments and the ``key -> record id`` versions the plan cited: the reads the
+model saw) and the run that asked are kept in table ``pending_approvals`` of
+``icore-attempts.sqlite`` (the app's SQLite folder, :mod:`~._attempts_db`), written
+(committed) before the pause reaches LangGraph. The resuming process, holding no reads
+of its own, notes those exact versions as read again
+(:func:`~icore.workspace.restore_reads`) and the questions as asked, so the resumed call
+is decided exactly as an in-process resume: the human's answer at the same index, then
+the gate against the owners' CURRENT heads (unchanged: runs once; a head moved: refused
+stale with the fresh values, planfence Alg. 1). The answer is written to the resuming
+run's trace naming the run and call it was asked in. A row that cannot be read back or
+whose versions cannot be found refuses the call (fail closed, never run blind). The row
+is dropped once the call is decided (ran, refused, rejected).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from icore.errors import StoreError
+from icore.integrations import RunRecorder
+from icore.integrations._pending_file import (
+    Pending,
+    PendingFile,
+    PendingUnreadable,
+    pending_in,
+)
+from icore.workspace import Agent, ApprovalRequest, WorkspaceError, restore_reads
+
+
+@dataclass
+class Resumed:
+    """A call resumed from a pending approval another process kept (see the module)."""
+
+    pending: Pending
+    tool: str
+    told: bool = False
+
+    def answered(self, rec: RunRecorder | None, who: str, req: ApprovalRequest,
+                 approved: bool) -> None:
+        """Write the human's answer to ``rec``, naming the run and call that asked."""
+        if rec is None or self.told:
+            return
+        self.told = True
+        p = self.pending
+        verb = "approved" if approved else "rejected"
+        args = json.dumps(dict(req.args), sort_keys=True, default=str)
+        rec.add(who, "thought",
+                f"a human {verb} {self.tool}({args}) (resumed approval for call "
+                f"{p.call_id} asked in run {p.run or '(not recorded)'}; answered after a "
+                "restart)", answered_by="human", decision="approve" if approved else
+                "reject", tool=self.tool, args=dict(req.args),
+                resumed={"run": p.run, "tool_call_id": p.call_id, "request": req.id})
+
+
+class PendingCall:
+    """One approval call's pending state on disk: kept at the pause, dropped when decided.
+
+    Args:
+        file: the folder's :class:`PendingFile`.
+        key: the call's durable key (:func:`~._attempts_db.durable_key`).
+        tool: the tool's name.
+        thread: the LangGraph thread id.
+        call_id: the tool-call id.
+        rec: the run's recorder (None: not recorded).
+        who: the agent the call's lines name.
+        resumed: set when the call was restored from another process's pause.
+    """
+
+    def __init__(self, file: PendingFile, key: str, tool: str, thread: Any,
+                 call_id: str | None, rec: RunRecorder | None, who: str,
+                 resumed: Resumed | None = None) -> None:
+        self.file, self.key, self.tool, self.thread = file, key, tool, thread
+        self.call_id, self.rec, self.who, self.resumed = call_id, rec, who, resumed
+
+    def paused(self, asked: list[ApprovalRequest]) -> None:
+        """The call pauses for the human: commit the questions asked so far.
+
+        Raises:
+            StoreError: the row cannot be written (field ``path``).
+        """
+        run = self.rec.run_id if self.rec is not None else None
+        if self.resumed is not None and self.resumed.pending.run is not None:
+            run = self.resumed.pending.run  # asked again: still the run that asked first
+        self.file.keep(self.key, self.tool, self.thread, self.call_id, run, asked)
+
+    def decided(self, req: ApprovalRequest, approved: bool) -> None:
+        """The human's answer is known: a resumed call writes it to this run's trace."""
+        if self.resumed is not None:
+            self.resumed.answered(self.rec, self.who, req, approved)
+
+    def done(self) -> None:
+        """The call was decided (ran, refused, rejected): forget its pending state."""
+        self.file.drop(self.key)
+
+
+def open_pending(agent: Agent | None, approval: bool, book_key: Hashable, tool: str,
+                 disk: tuple[Any, str] | None, call_id: str | None,
+                 rec: RunRecorder | None, who: str,
+                 turn: Hashable | None = None) -> PendingCall | None:
+    """The pending state of an approval call (None: no approval, nothing durable).
+
+    A call this process has not asked yet finds the pending approval another process
+    kept (:func:`restore`).
+
+    Raises:
+        PendingUnreadable: the kept row cannot be used (refuse the call; its row is
+            dropped: the model calls again and the human is asked again).
+        StoreError: the file cannot be used.
+    """
+    if not approval or agent is None or disk is None:
+        return None
+    file = pending_in(Path(disk[0].path))
+    thread = book_key[0] if isinstance(book_key, tuple) and book_key else None
+    resumed = None
+    if not agent.approvals.asked(book_key):
+        try:
+            resumed = restore(agent, book_key, tool, file, disk[1], turn)
+        except PendingUnreadable:
+            file.drop(disk[1])
+            raise
+        except StoreError:
+            raise
+        except Exception as exc:  # an owner that does not answer: fail closed
+            file.drop(disk[1])
+            raise PendingUnreadable(f"{type(exc).__name__}: {exc}") from None
+    return PendingCall(file, disk[1], tool, thread, call_id, rec, who, resumed)
+
+
+def unreadable_message(tool: str, why: str) -> str:
+    """What the model reads for a call whose kept pending approval cannot be used."""
+    return (f"PlanFence refused {tool} (not_read): the pending approval kept for this call "
+            f"when the human was asked cannot be used after the restart ({why}); nothing "
+            f"ran. Read the facts again and call {tool} again to ask the human again")
+
+
+def restore(agent: Agent, book_key: Hashable, tool: str, file: PendingFile,
+            key: str, turn: Hashable | None = None) -> Resumed | None:
+    """Give a new process the pending approval of call ``key`` (None: none kept).
+
+    The requests are noted in the agent's :class:`~icore.workspace.ApprovalBook` under
+    ``book_key`` (the answers LangGraph hands back are attributed to them by index) and
+    the latest request's versions are noted as the agent's reads (for ``turn``, the
+    call's model turn, too: :func:`~icore.workspace.restore_reads`).
+
+    Raises:
+        PendingUnreadable: the row cannot be read back, or a version it cites cannot be
+            found at its owner (the caller refuses the call).
+        StoreError: the file cannot be read.
+    """
+    pending = file.get(key)
+    if pending is None:
+        return None
+    try:
+        restore_reads(agent, dict(pending.asked[-1].basis), turn=turn)
+    except WorkspaceError as exc:
+        raise PendingUnreadable(str(exc)) from None
+    for req in pending.asked:
+        agent.approvals.note(book_key, req)
+    return Resumed(pending, tool)
+
+
+__all__ = ["PendingCall", "PendingUnreadable", "Resumed", "open_pending", "restore",
+           "unreadable_message"]
