@@ -62,6 +62,7 @@ def test_sibling_of_a_timed_out_call_says_it_may_have_run(tmp_path: Path) -> Non
                 await anyio.to_thread.run_sync(_until, log, "slow")
                 await anyio.sleep(0.6)
                 tg.start_soon(call, "sibling", 4.5)
+            await s.read_resource("fact://plan/goal")  # the check: their reads were spent
             r = await s.call_tool("slow", {"seconds": 0})  # the relaunched upstream
             assert not r.is_error, text(r)
 
@@ -113,6 +114,7 @@ def test_failed_call_reaches_the_trace_when_stopped_by_a_second_signal(
             gw.start()
             got = gw.send("tools/call", {"name": "crash", "arguments": {}})
             assert got["result"]["isError"] is True, got
+            gw.send("resources/read", {"uri": "memo://price"})  # crash spent the read
             stop_twice_mid_call(gw, sig, tmp_path / "up.log", err)
         finally:
             gw.stop()

@@ -7,15 +7,22 @@ $BILL_STATE (``{"total": cents}``), each charge that took effect appended to $BI
 for a result that breaks its outputSchema); ``fail="before"`` raises before charging
 (an error with no effect). ``add_tool(name)`` adds a tool and sends
 ``notifications/tools/list_changed``; ``rename_charge(name)`` serves ``charge`` under
-``name`` from then on (and notifies).
+``name`` from then on (and notifies). ``fail="hang"`` charges, then sleeps 5 s before it
+answers (past a gateway's short ``timeout_s``), ``fail="slow"`` 1 s (past a client's);
+``fail="die"`` charges, then the process exits at once without answering (a stdio pipe
+closed, an HTTP connection dropped).
+``bill://card`` never changes (a charge's D(a) that its effect leaves alone).
+``python upstream_billing.py --http PORT`` serves streamable HTTP on 127.0.0.1:PORT.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -36,8 +43,14 @@ def total() -> str:
     return str(_total())
 
 
+@mcp.resource("bill://card")
+def card() -> str:
+    """The card charged (a charge does not change it)."""
+    return "visa-4242"
+
+
 @mcp.tool()
-def charge(cents: int, fail: str = "") -> str:
+async def charge(cents: int, fail: str = "") -> str:
     """Charge ``cents``."""
     if fail == "before":
         raise ToolError("card declined")
@@ -46,6 +59,10 @@ def charge(cents: int, fail: str = "") -> str:
         f.write(json.dumps({"charged": cents}) + "\n")
     if fail == "after":
         raise ToolError("receipt printer jammed")
+    if fail in ("hang", "slow"):
+        await anyio.sleep(5 if fail == "hang" else 1)
+    if fail == "die":
+        os._exit(3)
     return f"charged {cents}"
 
 
@@ -69,4 +86,7 @@ async def rename_charge(name: str, ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    mcp.run()
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        mcp.run()

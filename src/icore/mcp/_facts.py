@@ -56,6 +56,20 @@ from icore.workspace import bad_args_hint as _bad_args_hint
 _WRITE_RETRIES = 8
 
 
+@dataclass(frozen=True, slots=True)
+class _Unanswered:
+    """A forwarded call whose effect is open to the agent: its reads are spent.
+
+    The workspace (:func:`icore.workspace._unknown.failure_of`) reads ``may_have_run``
+    and ``error``. ``value``: what the forward returned (a result the client never
+    received), None when it raised.
+    """
+
+    error: str
+    value: Any = None
+    may_have_run: bool = True
+
+
 @dataclass
 class SessionView:
     """One client session: its id in the trace and its workspace agent.
@@ -414,13 +428,22 @@ class FactBook:
 
     async def execute(self, view: SessionView, tool: str, deps: Collection[str],
                       args: Mapping[str, Any], forward: Callable[..., Awaitable[Any]],
-                      turn: Hashable | None = None) -> Verdict:
+                      turn: Hashable | None = None,
+                      open_effect: Callable[[Exception | None], str | None] | None = None
+                      ) -> Verdict:
         """Run one protected call of ``view``'s session (planfence Alg. 1, App. A.3).
 
         ``forward(**args)`` (the call to the upstream) is awaited only when the gate
         authorized the action record derived from the versions the session read of D(a)
         that count for ``turn`` (the workspace's ``turn``: for the gateway, the call's
         request exchange, so only reads answered before it arrived count).
+        ``open_effect(exc)``: for an exception ``forward`` raised, the error text when it
+        leaves the call's effect open (sent, no answer: it may have run), else None;
+        ``open_effect(None)`` after ``forward`` returned: the text when its result is
+        open to the agent all the same (it never reached the client). An open effect
+        spends the session's reads of D(a) as an error result's does
+        (:mod:`icore.workspace._unknown`: a repeat needs a fresh read). None: only an
+        error result (``may_have_run``) spends them.
 
         Returns:
             :class:`Verdict`. Refused: ``not_read`` (a fact never read: its current
@@ -444,16 +467,24 @@ class FactBook:
 
         async def forwarded(**a: Any) -> Any:
             # the upstream's failure is the gateway's to answer ("may have run"), raised
-            # to the caller as before: the session's reads are not spent by it (#30)
+            # to the caller after the gate; one that was sent and got no answer spends
+            # the session's reads, as an error result does (#30, h35gw)
             try:
-                return await forward(**a)
+                got = await forward(**a)
             except BaseException as exc:
                 failed.append(exc)
-                return None
+                said = open_effect(exc) if open_effect is not None and isinstance(
+                    exc, Exception) else None
+                return None if said is None else _Unanswered(said)
+            said = open_effect(None) if open_effect is not None and getattr(
+                got, "may_have_run", False) is not True else None
+            return got if said is None else _Unanswered(said, got)
 
         call = await view.agent.aexecute(tool, forwarded, args, depends_on=scope, turn=turn)
         if failed:
             raise failed[0]
+        if isinstance(call.value, _Unanswered):  # spent: the value as it came
+            call = replace(call, value=call.value.value)
         # this call's decisions: its result's (one or two), without copying the session's
         # whole decision log on every call
         decisions = call.result.decisions if call.result is not None \

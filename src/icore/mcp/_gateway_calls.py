@@ -65,6 +65,12 @@ from icore.mcp._gateway_refusal import HINT as _HINT
 from icore.mcp._gateway_refusal import error_result as _error_result
 from icore.mcp._gateway_refusal import refusal as _refusal
 from icore.mcp._gateway_resources import Route, _invalid, _Resources
+from icore.mcp._gateway_unanswered import (
+    effect_open,
+    not_delivered,
+    spent_error,
+    upstream_failed,
+)
 from icore.mcp._gateway_upstream_errors import no_answer, refused_by_upstream
 from icore.mcp._replans import Replans
 from icore.mcp._session_log import GatewayTrace, undelivered
@@ -238,21 +244,25 @@ class _ToolCalls:
                 no_effect=spec.error_means_no_effect, error=is_error(got),
                 text=result_text(got))
 
+        def open_effect(exc: Exception | None) -> str | None:  # reads spent (h35gw)
+            if exc is None:  # answered: open to the agent only if it never saw it
+                return not_delivered(delivery)
+            asked = any(c.asked for c in reached)
+            return spent_error(exc) if effect_open(exc, reached=bool(reached),
+                                                   asked=asked) else None
+
         try:
             if spec is None:
                 result = await forward(**args)
             else:
-                result = await self._protected(view, name, spec, args, task, forward, ex)
+                result = await self._protected(view, name, spec, args, task, forward, ex,
+                                               open_effect)
                 if isinstance(result, _Refused):
                     return result.result
         except UpstreamError as exc:
             # sent and not answered: it may have run (never a clean refusal, #25)
-            ran = {"may_have_run": True} if exc.may_have_run else {}
-            self.gw.trace.call(view.sid, name, args, f"UPSTREAM FAILED: {exc.message}",
-                               error=True, task=task, **ran,
-                               **await delivery.undelivered(view.sid, name))
-            return _error_result(exc.message, meta={"icore/upstream": {
-                "upstream": route.upstream, **ran}} if ran else None)
+            return upstream_failed(self.gw, view.sid, name, filled, task, route.upstream,
+                                   exc, spec, await delivery.undelivered(view.sid, name))
         except Exception as exc:
             msg = getattr(exc, "message", None) or str(exc)
             if not reached:  # the gate path failed: the upstream never saw the call
@@ -260,7 +270,8 @@ class _ToolCalls:
                 return self._refuse(view, name, args, task, "gateway_error", [],
                                     detail=msg)
             if not upstream_refused(exc):  # garbage, not a JSON-RPC error: it may have run
-                return no_answer(self.gw.trace, view.sid, name, args, task, route, exc)
+                return no_answer(self.gw.trace, view.sid, name, filled, task, route, exc,
+                                 spec)
             # the upstream answered a JSON-RPC error
             return refused_by_upstream(self.gw, ctx, view.sid, name, args, task, route,
                                         exc, sorted(set().union(*(c.asked for c in reached))))
@@ -371,12 +382,13 @@ class _ToolCalls:
 
     async def _protected(self, view: SessionView, name: str, spec: ToolSpec,
                          args: Mapping[str, Any], task: str, forward: Any,
-                         ex: Any = None) -> Any:
+                         ex: Any = None, open_effect: Any = None) -> Any:
         """Run one protected call through the gate; a refusal comes back as _Refused.
 
         The caller waited for the protected calls in flight writing its facts (their
         writes read again) and claimed its own ``writes`` (docs/mcp.md, concurrent
-        calls), so D(a) here is taken after them.
+        calls), so D(a) here is taken after them. ``open_effect``: whether a failure of
+        the forward leaves the effect open (its reads spent: :meth:`FactBook.execute`).
         """
         assert self.gw.facts is not None
         seen = view.seen
@@ -422,7 +434,8 @@ class _ToolCalls:
             return await forward(**a)
 
         try:
-            v: Verdict = await self.gw.facts.execute(view, name, deps, args, authorized, ex)
+            v: Verdict = await self.gw.facts.execute(view, name, deps, args, authorized, ex,
+                                                       open_effect)
         except Exception:  # the gate or the forward failed: its decisions written once
             if not written:
                 self.gw.trace.decisions(view.sid, name, view.agent.log.since(n0), task=task,

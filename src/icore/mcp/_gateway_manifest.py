@@ -226,7 +226,7 @@ class ToolSpec(_Model):
             change becomes a new version at once; ``{arg}`` placeholders are filled from
             the call's arguments, as in ``depends_on``.
         error_means_no_effect: its upstream's error results (``isError``) mean it did
-            nothing (default False: such a result's outcome is unknown; docs/mcp.md).
+            nothing (default False: outcome unknown); never a call it did not answer.
     """
 
     depends_on: tuple[str, ...]

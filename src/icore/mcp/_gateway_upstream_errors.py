@@ -13,6 +13,7 @@ from typing import Any
 from icore.mcp._client_reach import not_forwarded
 from icore.mcp._gateway_refusal import error_result
 from icore.mcp._gateway_resources import Route
+from icore.mcp._gateway_unanswered import unknown_text
 from icore.mcp._gateway_urls import URL_REQUIRED, url_required_error
 from icore.mcp._session_log import GatewayTrace
 from icore.mcp._upstream_answer import garbage_text
@@ -20,14 +21,18 @@ from icore.mcp._upstream_failed import MAY_HAVE_RUN
 
 
 def no_answer(trace: GatewayTrace, sid: str, name: str, args: Mapping[str, Any], task: str,
-               route: Route, exc: BaseException) -> Any:
+               route: Route, exc: BaseException, spec: Any = None) -> Any:
     """A forwarded call whose answer was no JSON-RPC answer: it may have run (QA qa-new10c).
 
-    Said so to the model (never "refused", no invitation to call again), traced
-    ``may_have_run`` (``icore audit``: outcome unknown), as a lost answer on stdio.
+    Said so to the model (never "refused", no invitation to call again; a protected one,
+    ``spec`` its ``ToolSpec``, in the outcome-unknown wording:
+    :func:`~icore.mcp._gateway_unanswered.unknown_text`), traced ``may_have_run``
+    (``icore audit``: outcome unknown), as a lost answer on stdio.
     """
     said = (f"upstream {route.upstream} sent no valid answer to {name} "
             f"({garbage_text(exc)}); {MAY_HAVE_RUN}")
+    if spec is not None:
+        said = unknown_text(name, said, spec.depends_on, args)
     trace.call(sid, name, args, f"UPSTREAM FAILED: {said}", error=True, task=task,
                may_have_run=True)
     return error_result(said, meta={"icore/upstream": {"upstream": route.upstream,

@@ -419,13 +419,26 @@ class Upstream:
             if _is_connection_loss(exc):
                 self.drop(gen)
                 raise self._failed(f"upstream {self.name} failed during {method}: "
-                                   f"{exc.message}", method, gen) from None
+                                   f"{exc.message}{self._next(gen)}", method, gen) from None
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream,
                 OSError) as exc:
             self.drop(gen)
             raise self._failed(f"upstream {self.name} crashed during {method}: "
-                               f"{type(exc).__name__}", method, gen) from None
+                               f"{type(exc).__name__}{self._next(gen)}", method, gen) from None
+
+    def _next(self, gen: int) -> str:
+        """What the gateway does after losing connection ``gen`` mid-request (said so).
+
+        Nothing when the gateway itself ended it (a relaunch after a timeout: said by
+        :func:`~icore.mcp._upstream_failed.unanswered`).
+        """
+        if gen in self._relaunched:
+            return ""
+        if self.spec.command is not None:
+            return (" (its process exited or closed its stdout; its stderr is on the "
+                    "gateway's stderr); it is relaunched for the next request")
+        return "; the gateway reconnects for the next request"
 
     def close(self) -> None:
         """Stop the connection (the gateway's task group then finishes)."""
