@@ -29,8 +29,9 @@ from pydantic import BaseModel
 
 from icore.errors import IntegrationError
 from icore.fence import ProtectedTool
-from icore.integrations import ArgNormalizer, FenceGuard, Gated
+from icore.integrations import ArgNormalizer, FenceGuard, Gated, RunRecorder
 from icore.integrations._call_ledger import Earlier
+from icore.integrations.langgraph._answers import CallAnswers, HeardAnswers
 from icore.integrations.langgraph._attempts_db import (
     AttemptsFile,
     attempts_in,
@@ -360,7 +361,8 @@ class _Fenced:
         return bound if normal == norm_args else norm_args
 
     def approver(self, key: Hashable, granted: list[str], asked: Callable[[], None],
-                 pend: PendingCall | None = None
+                 pend: PendingCall | None = None,
+                 tell: tuple[RunRecorder | None, str, HeardAnswers | None] | None = None
                  ) -> Callable[[ApprovalRequest], bool] | None:
         """The check before an authorized call runs: approvals bound to the call.
 
@@ -368,12 +370,17 @@ class _Fenced:
         with its own question (then an answer given for another call is not reused).
         The approved request's id is appended to ``granted``; ``asked()`` runs once the
         human's answer is known (the next call of the message may ask). ``pend`` keeps
-        the questions on disk while the human decides (:mod:`~._pending`).
+        the questions on disk while the human decides (:mod:`~._pending`). ``tell``
+        (recorder, agent, the run's handler's :class:`~._answers.HeardAnswers`): where
+        the human's answer to ``approval=True``'s question is written, once, unless the
+        handler that saw the pause wrote it (:class:`~._answers.CallAnswers`).
         """
         book = self.guard.handle.approvals if self.guard.handle is not None else None
         prior = self.suspended.get(key)
         if book is None or (not self.approval and prior is None):
             return None
+        told = CallAnswers(*tell, pend.resumed if pend is not None else None,
+                           len(book.asked(key))) if self.approval and tell else None
 
         def approve(req: ApprovalRequest) -> bool:
             if not self.approval and (prior is None or prior.id == req.id):
@@ -382,14 +389,12 @@ class _Fenced:
             if not self.approval and not book.asked(key):
                 book.note(key, prior)  # type: ignore[arg-type]  # not None here
             try:
-                verdict = book.resolve(key, req, interrupt)
+                verdict = book.resolve(key, req, told.asker() if told else interrupt)
             except GraphInterrupt:
                 if pend is not None:  # committed before LangGraph saves the pause
                     pend.paused(book.asked(key))
                 raise
             asked()
-            if pend is not None:
-                pend.decided(req, verdict.approved)
             if verdict.approved:
                 granted.append(req.id)
             return verdict.approved

@@ -20,7 +20,6 @@ is dropped once the call is decided (ran, refused, rejected).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,27 +38,14 @@ from icore.workspace import Agent, ApprovalRequest, WorkspaceError, restore_read
 
 @dataclass
 class Resumed:
-    """A call resumed from a pending approval another process kept (see the module)."""
+    """A call resumed from a pending approval another process kept (see the module).
+
+    The human's answer is written to the resuming run's trace with ``resumed: {run,
+    tool_call_id, request}`` (:class:`~._answers.CallAnswers`).
+    """
 
     pending: Pending
     tool: str
-    told: bool = False
-
-    def answered(self, rec: RunRecorder | None, who: str, req: ApprovalRequest,
-                 approved: bool) -> None:
-        """Write the human's answer to ``rec``, naming the run and call that asked."""
-        if rec is None or self.told:
-            return
-        self.told = True
-        p = self.pending
-        verb = "approved" if approved else "rejected"
-        args = json.dumps(dict(req.args), sort_keys=True, default=str)
-        rec.add(who, "thought",
-                f"a human {verb} {self.tool}({args}) (resumed approval for call "
-                f"{p.call_id} asked in run {p.run or '(not recorded)'}; answered after a "
-                "restart)", answered_by="human", decision="approve" if approved else
-                "reject", tool=self.tool, args=dict(req.args),
-                resumed={"run": p.run, "tool_call_id": p.call_id, "request": req.id})
 
 
 class PendingCall:
@@ -92,11 +78,6 @@ class PendingCall:
         if self.resumed is not None and self.resumed.pending.run is not None:
             run = self.resumed.pending.run  # asked again: still the run that asked first
         self.file.keep(self.key, self.tool, self.thread, self.call_id, run, asked)
-
-    def decided(self, req: ApprovalRequest, approved: bool) -> None:
-        """The human's answer is known: a resumed call writes it to this run's trace."""
-        if self.resumed is not None:
-            self.resumed.answered(self.rec, self.who, req, approved)
 
     def done(self) -> None:
         """The call was decided (ran, refused, rejected): forget its pending state."""

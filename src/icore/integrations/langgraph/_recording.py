@@ -44,8 +44,9 @@ from icore.integrations._recorder_arg import check_recorder
 from icore.integrations._refusals import record_tool_result, refused_call, replan_refused
 from icore.integrations._tool_failed import describe
 from icore.integrations._trace_data import plain_data
+from icore.integrations.langgraph._answers import HeardAnswers, answer_text, approval_id
 from icore.integrations.langgraph._branches import BranchRuns
-from icore.integrations.langgraph._reviewed import UNMATCHED, human_decisions
+from icore.integrations.langgraph._reviewed import human_decisions, paired
 from icore.workspace import REJECTED
 
 _FENCED_NAMES: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
@@ -74,10 +75,6 @@ def _writes(out: Any) -> tuple[list[str], list[str]]:
         elif isinstance(o, Mapping):
             wrote.update(str(k) for k in o)
     return sorted(wrote), goto
-
-
-_PAST = {"approve": "approved", "reject": "rejected"}
-"""A yes or no to a call, as the Agents SDK recording says it."""
 
 
 def _text_args(args: Any) -> str:
@@ -244,6 +241,8 @@ class RecordingHandler(BaseCallbackHandler):
         self._last_agent = "graph"
         self._branches = BranchRuns()  # the parallel branch of each run (lines name it)
         self._lock = threading.Lock()
+        self.heard_answers = HeardAnswers()
+        """The ``approval=True`` answers recorded in the resume being seen."""
 
     def _agent(self, start: UUID | None, metadata: Mapping[str, Any] | None) -> str:
         """The agent an event under chain run ``start`` belongs to (see the class doc)."""
@@ -438,22 +437,20 @@ class RecordingHandler(BaseCallbackHandler):
         per tool call (:func:`human_decisions`), under the agent that paused, as a
         ``thought`` with ``answered_by: "human"``, ``decision``, ``tool`` and ``args``;
         an answer naming another approval request's id is ``decision: "unmatched"``
-        (neither: the audit links it to no call).
+        (neither: the audit links it to no call). The answers to icore's
+        ``approval=True`` questions are noted in :attr:`heard_answers`: the fenced call
+        reading one writes it only when no handler that saw the pause did (a new handler
+        per request, QA qa-new17c #1).
         """
         with self._lock:
             asked, self._questions = self._questions, []
+        got = paired([(i, v) for _, i, v in asked], resume)
+        self.heard_answers.heard([r for _, v, _ in got if (r := approval_id(v)) is not None])
         if not asked:
             return
-        agent = asked[0][0]
         for tool, args, said in human_decisions([(i, v) for _, i, v in asked], resume):
-            what = f"{tool}({_text_args(args)})" if tool else "the question asked"
-            text = (f"a human answered {what}" if said == "answered" else
-                    f"a human's answer to {what} names another approval request: neither "
-                    f"approved nor rejected, the call is asked again" if said == UNMATCHED
-                    else
-                    f"a human {_PAST[said]} {what}" if said in _PAST else
-                    f"a human answered {said} for {what}")
-            self.recorder.add(agent, "thought", text,
+            text = answer_text(tool, _text_args(args) if tool else None, said)
+            self.recorder.add(asked[0][0], "thought", text,
                               answered_by="human", decision=said, tool=tool, args=args)
 
     def _pause(self, paused: list[tuple[str, Any]]) -> None:

@@ -125,12 +125,7 @@ def human_decisions(asked: list[tuple[Any, Any]], resume: Any
         when the answer cannot be paired with the questions.
     """
     out: list[tuple[str | None, Any, str]] = []
-    by_id = resume if isinstance(resume, Mapping) and asked and all(
-        isinstance(k, str) and k in {i for i, _ in asked} for k in resume) else None
-    for iid, value in asked:
-        answer = by_id.get(iid) if by_id is not None else resume if len(asked) == 1 else None
-        if answer is None:
-            continue
+    for _, value, answer in paired(asked, resume):
         if isinstance(value, Mapping) and isinstance(value.get("action_requests"), list):
             said = answer.get("decisions") if isinstance(answer, Mapping) else None
             if isinstance(said, list):
@@ -149,6 +144,21 @@ def human_decisions(asked: list[tuple[Any, Any]], resume: Any
             out.append((str(asked_of.get("action")), asked_of.get("args"), said))
             continue
         out.append((None, None, "answered"))
+    return out
+
+
+def paired(asked: list[tuple[Any, Any]], resume: Any) -> list[tuple[Any, Any, Any]]:
+    """The questions a resume answers, ``(id, value, answer)`` (see :func:`human_decisions`).
+
+    ``resume`` maps interrupt ids to answers, or is the one answer to a single question.
+    """
+    by_id = resume if isinstance(resume, Mapping) and asked and all(
+        isinstance(k, str) and k in {i for i, _ in asked} for k in resume) else None
+    out = []
+    for iid, value in asked:
+        answer = by_id.get(iid) if by_id is not None else resume if len(asked) == 1 else None
+        if answer is not None:
+            out.append((iid, value, answer))
     return out
 
 

@@ -59,6 +59,7 @@ from icore.integrations._recorder_lines import asked_as
 from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._scope_once import one_call
 from icore.integrations._tool_failed import MAX_ERROR_CHARS, describe, message_of
+from icore.integrations.langgraph._answers import handler_answers
 from icore.integrations.langgraph._attempts_db import AttemptsFile
 from icore.integrations.langgraph._branches import branch_here
 from icore.integrations.langgraph._dup_ids import DuplicateIds
@@ -340,13 +341,18 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
             return inner
         return reviewed_check(guard, base.name, norm, f.turn(runtime, call_id), inner)
 
+    def speaker(rec: RunRecorder | None, call_id: str | None
+                ) -> tuple[RunRecorder | None, str]:
+        # where a call's own lines go (the handler's recorder without recorder=), and who
+        r = rec or guard.recorder
+        return r, (r.caller(base.name, call_id) if r is not None else None) or guard.agent \
+            or "agent"
+
     def pending(key: Hashable, disk: Disk, call_id: str | None, rec: RunRecorder | None,
                 norm: dict[str, JSONValue], turn: Hashable | None) -> PendingCall | None:
         # an approval call's questions kept on disk while the human decides; a call
         # another process asked is restored (its reads and questions) or refused
-        r = rec or guard.recorder
-        who = (r.caller(base.name, call_id) if r is not None else None) or guard.agent \
-            or "agent"
+        r, who = speaker(rec, call_id)
         try:
             return open_pending(guard.handle, approval, key, base.name, disk, call_id, r, who,
                                 turn)
@@ -447,7 +453,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     with one_call():  # D(a) asked once: the approval's request and the gate
                         pend = pending(key, disk, call_id, rec, norm, f.turn(runtime, call_id))
                         approve = reviewed(runtime, norm, call_id, f.approver(
-                            key, granted, lambda: signal(attempt, call_id), pend))
+                            key, granted, lambda: signal(attempt, call_id), pend,
+                            (*speaker(rec, call_id), handler_answers(config))))
                         gated = guard.run(base.name, call, norm,
                                           turn=f.turn(runtime, call_id), normalize=f.norm,
                                           approve=approve, recorder=rec, call_id=call_id,
@@ -521,7 +528,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                     with one_call():
                         pend = pending(key, disk, call_id, rec, norm, f.turn(runtime, call_id))
                         approve = reviewed(runtime, norm, call_id, f.approver(
-                            key, granted, lambda: signal(attempt, call_id), pend))
+                            key, granted, lambda: signal(attempt, call_id), pend,
+                            (*speaker(rec, call_id), handler_answers(config))))
                         gated = await guard.arun(base.name, call, norm,
                                                  turn=f.turn(runtime, call_id),
                                                  normalize=f.norm, approve=approve,
