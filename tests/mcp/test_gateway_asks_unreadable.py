@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 
 from .conftest import audited_actions, env, text, upstream_log
 from .test_gateway_asks import BUDGET, _http_gateway, _manifest, _stdio, _stdio_upstream
@@ -99,48 +98,67 @@ def _handshake(raw: _Raw, deadline: float) -> None:
 
 def _check_recorded(folder: Path, log: Path, named: str, said: str) -> None:
     """The call's error, the trace and the audit say what happened, truthfully."""
-    assert "may have run" in said and named in said, said
+    _check_all_recorded(folder, log, [named], [said])
+
+
+def _check_all_recorded(folder: Path, log: Path, names: list[str], said: list[str]) -> None:
+    """:func:`_check_recorded` for calls made one after another in one gateway's run:
+    call ``i`` failed naming ``names[i]``; each assertion names its case."""
     done = [x for x in upstream_log(log) if x["tool"] == "approve_done"]
-    assert len(done) == 1 and named in done[0]["error"], done  # the upstream got the error
+    assert len(done) == len(names), done
     trace = folder / "trace.jsonl"
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     failed = [x["ask"]["error"] for x in lines if "error" in x.get("ask", {})]
-    assert len(failed) == 1 and named in failed[0], failed
+    assert len(failed) == len(names), failed
     assert not any("answered_by" in x for x in lines)  # no human's decision recorded
     out = [x for x in lines if x.get("kind") == "tool_output" and x.get("tool") == "approve"]
-    assert len(out) == 1 and out[0]["may_have_run"] is True, out
+    assert len(out) == len(names), out
+    for named, s, d, f, o in zip(names, said, done, failed, out, strict=True):
+        assert "may have run" in s and named in s, (named, s)
+        assert named in d["error"], (named, d)  # the upstream got the error
+        assert named in f, (named, f)
+        assert o["may_have_run"] is True, (named, o)
     counts = audited_actions(trace)
-    assert (counts["outcome unknown"], counts["failed after authorization"]) == (1, 0), counts
+    assert (counts["outcome unknown"], counts["failed after authorization"]) == \
+        (len(names), 0), counts
 
 
-@pytest.mark.parametrize(("answer", "named"), MALFORMED)
-def test_stdio_malformed_answer_fails_the_question_at_once(
-        tmp_path: Path, answer: dict[str, Any], named: str) -> None:
+def test_stdio_malformed_answer_fails_the_question_at_once(tmp_path: Path) -> None:
     """Over stdio, a response to the gateway's ``elicitation/create`` that is no valid
     JSON-RPC response is not dropped: the question fails at once (a day's
     ``ask_timeout_s``), the upstream gets a JSON-RPC error naming the problem, and the
-    protected call's end is recorded as outcome unknown."""
+    protected call's end is recorded as outcome unknown. Each answer of ``MALFORMED``
+    in turn, one call each (its own amount), in one gateway's session: the session goes
+    on after each."""
     log = tmp_path / "up.log"
     manifest = _manifest(tmp_path, _stdio_upstream(log), ask_timeout_s=DAY)
     raw = _Raw(manifest, tmp_path)
+    results: list[dict[str, Any]] = []
     try:
         deadline = time.monotonic() + GUARD_S
         _handshake(raw, deadline)
-        raw.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-            "name": "approve", "arguments": {"amount": 5}}})
-        asked = raw.recv(deadline)
-        assert asked.get("method") == "elicitation/create", asked
-        raw.send({"jsonrpc": "2.0", "id": asked["id"], **answer})
-        got = raw.recv(deadline)
-        while got.get("id") != 3:  # a notification first
+        for i, (answer, named) in enumerate(MALFORMED):
+            call_id = 3 + i
+            raw.send({"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": {
+                "name": "approve", "arguments": {"amount": 5 + i}}})
+            asked = raw.recv(deadline)
+            assert asked.get("method") == "elicitation/create", (named, asked)
+            raw.send({"jsonrpc": "2.0", "id": asked["id"], **answer})
             got = raw.recv(deadline)
+            while got.get("id") != call_id:  # a notification first
+                got = raw.recv(deadline)
+            results.append(got)
     finally:
         raw.close()
-    assert got["result"]["isError"], got
-    assert got["result"]["_meta"]["icore/upstream"]["may_have_run"] is True
-    _check_recorded(tmp_path, log, named, text(got["result"]))
-    if "does not fit" not in named:  # no JSON-RPC response: one warning line on stderr
-        assert named in (tmp_path / "gateway.err").read_text()
+    names = [named for _, named in MALFORMED]
+    for named, got in zip(names, results, strict=True):
+        assert got["result"]["isError"], (named, got)
+        assert got["result"]["_meta"]["icore/upstream"]["may_have_run"] is True, (named, got)
+    _check_all_recorded(tmp_path, log, names, [text(got["result"]) for got in results])
+    err = (tmp_path / "gateway.err").read_text()
+    for named in names:
+        if "does not fit" not in named:  # no JSON-RPC response: one warning line on stderr
+            assert named in err, (named, err)
 
 
 def test_stdio_sdk_client_refusing_its_own_answer(tmp_path: Path) -> None:
@@ -166,7 +184,8 @@ def test_stdio_sdk_client_refusing_its_own_answer(tmp_path: Path) -> None:
     _check_recorded(tmp_path, log, "Client callback returned an invalid result", text(r))
 
 
-async def _http_malformed(url: str, answer: dict[str, Any]) -> tuple[int, str, Any]:
+async def _http_malformed(url: str, answer: dict[str, Any], amount: int = 5
+                         ) -> tuple[int, str, Any]:
     """A raw HTTP client with its GET stream open: answers the question with ``answer``.
 
     Returns the answer POST's status and body, and the call's result.
@@ -191,7 +210,7 @@ async def _http_malformed(url: str, answer: dict[str, Any]) -> tuple[int, str, A
             async def call() -> None:
                 r = await c.post(url, headers=h, json={
                     "jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                    "params": {"name": "approve", "arguments": {"amount": 5}}})
+                    "params": {"name": "approve", "arguments": {"amount": amount}}})
                 result.append(r.json()["result"])
 
             async with anyio.create_task_group() as tg:
@@ -208,21 +227,28 @@ async def _http_malformed(url: str, answer: dict[str, Any]) -> tuple[int, str, A
         return posted[0][0], posted[0][1], result[0]
 
 
-@pytest.mark.parametrize(("answer", "named"), MALFORMED[:2])
-def test_http_malformed_answer_fails_the_question_at_once(
-        tmp_path: Path, answer: dict[str, Any], named: str) -> None:
+def test_http_malformed_answer_fails_the_question_at_once(tmp_path: Path) -> None:
     """Over ``--http`` (an HTTP upstream), a POSTed response that is no valid JSON-RPC
     response gets HTTP 400 naming the problem, and the question it answers fails at once
-    (it waited for ``ask_timeout_s``, the body dropped): same record as over stdio."""
+    (it waited for ``ask_timeout_s``, the body dropped): same record as over stdio. The
+    first two answers of ``MALFORMED``, each from its own client session, one gateway."""
     log = tmp_path / "up.log"
+    cases = MALFORMED[:2]
     with _http_gateway(tmp_path, log, ask_timeout_s=DAY) as url:
-        async def main() -> tuple[int, str, Any]:
-            with anyio.fail_after(GUARD_S):
-                return await _http_malformed(url, answer)
-        status, body, result = anyio.run(main)
-    assert status == 400 and named in body and "the request it answers failed" in body, body
-    assert result["isError"] and result["_meta"]["icore/upstream"]["may_have_run"] is True
-    _check_recorded(tmp_path, log, named, text(result))
+        async def main() -> list[tuple[int, str, Any]]:
+            got = []
+            for i, (answer, _) in enumerate(cases):
+                with anyio.fail_after(GUARD_S):
+                    got.append(await _http_malformed(url, answer, amount=5 + i))
+            return got
+        ends = anyio.run(main)
+    for (_, named), (status, body, result) in zip(cases, ends, strict=True):
+        assert status == 400 and named in body, (named, status, body)
+        assert "the request it answers failed" in body, (named, body)
+        assert result["isError"], (named, result)
+        assert result["_meta"]["icore/upstream"]["may_have_run"] is True, (named, result)
+    _check_all_recorded(tmp_path, log, [named for _, named in cases],
+                        [text(result) for _, _, result in ends])
 
 
 def test_stdio_one_session_two_calls_in_flight_is_asked(tmp_path: Path) -> None:

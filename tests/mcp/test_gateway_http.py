@@ -90,6 +90,24 @@ def test_two_sessions_one_changes_while_other_acts(gateway: tuple[str, Path]) ->
     assert any(a.startswith("bob#") for a in agents)
 
 
+async def _until_recorded(folder: Path, agent: str) -> None:
+    """Until the trace has the result line of ``agent``'s ``slow`` call (a hang guard of
+    60 s: a loaded machine), instead of sleeping past the call's length."""
+    def done() -> bool:
+        for row in (folder / "trace.jsonl").read_text().splitlines():
+            try:
+                x = json.loads(row)
+            except ValueError:  # a line being written
+                continue
+            if x.get("tool") == "slow" and x.get("kind") == "tool_output" and \
+                    str(x.get("agent", "")).startswith(agent):
+                return True
+        return False
+    with anyio.fail_after(60):
+        while not done():
+            await anyio.sleep(0.05)
+
+
 def test_client_disconnect_mid_call(gateway: tuple[str, Path]) -> None:
     url, folder = gateway
 
@@ -108,7 +126,7 @@ def test_client_disconnect_mid_call(gateway: tuple[str, Path]) -> None:
         async with http_client(url, "after") as d:
             r = await d.call_tool("echo", {"text": "still serving"})
             assert text(r) == "still serving"
-        await anyio.sleep(1.5)
+        await _until_recorded(folder, "quitter#")  # the call ran to its end upstream
 
     anyio.run(main)
     assert any(x["tool"] == "slow" for x in upstream_log(folder / "up.log"))
@@ -141,7 +159,7 @@ def test_a_cancelled_call_runs_to_its_end_and_is_recorded(gateway: tuple[str, Pa
                                   for x in upstream_log(folder / "up.log")[n0:]):
                         await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()  # this request only; the session stays open
-            await anyio.sleep(2.0)
+            await _until_recorded(folder, "canceller#")  # it ran to its end upstream
             r = await c.call_tool("echo", {"text": "after the cancel"})
             assert text(r) == "after the cancel"
 
