@@ -44,10 +44,11 @@ LAYERS = ["records", "memory", "fence", "net", "workspace", "state", "audit",
 # data folder, optional extras, file writing, frozen-dataclass builders, the msgpack
 # packer, TLS contexts, the event-loop thread, strict JSON text (no bare NaN) and the
 # trace lines' digests (whole-line seals too), chain and writer marker, the tool-call
-# argument comparison, lock descriptors a fork drops (#29)
+# argument comparison, lock descriptors a fork drops (#29), the trace lines' text marks
 SHARED = {"errors", "_clock", "_data", "_extras", "_files", "_frozen", "_msgpack", "_tls",
           "_threads", "_yaml", "__main__", "_entry", "_strict_json", "_line_digest",
-          "_line_chain", "_writer_mark", "_line_seal", "_arg_diff", "_flock", ""}
+          "_line_chain", "_writer_mark", "_line_seal", "_arg_diff", "_flock", "_trace_marks",
+          ""}
 PURE = {"records", "fence", "audit", "state"}
 IO_MODULES = {"sqlite3", "socket", "ssl", "subprocess", "time", "urllib", "http",
               "shutil", "multiprocessing", "os", "pathlib", "yaml", "importlib", "asyncio",

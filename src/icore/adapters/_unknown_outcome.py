@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
+from icore._trace_marks import MAY_HAVE_RUN_MARK
 from icore.adapters._trace import Step, StepKind, run_ended
 from icore.fence import action_ran
 
@@ -58,10 +59,9 @@ without its terminal marker and no result of the call was recorded
 (``ActionLineage.outcome_unknown``)."""
 
 
-MAY_HAVE_RUN_MARK = "MAY HAVE RUN: "
-"""How a recorded ``error`` that leaves the call's effect open starts: the MCP gateway's
-upstream timed out or its answer was lost after the call was sent (#29, QA qa-new8 S2)."""
-
+# MAY_HAVE_RUN_MARK (re-exported): how a recorded ``error`` that leaves the call's effect
+# open starts: the MCP gateway's upstream timed out or its answer was lost after the
+# call was sent (#29, QA qa-new8 S2).
 _OPEN_ERRORS = (MAY_HAVE_RUN_MARK, "CancelledError:", "TimeoutError")
 """Error texts (as the recorders write them: ``Type: message``) of a call whose effect is
 unknown: sent and not answered, cancelled or timed out while the tool ran."""

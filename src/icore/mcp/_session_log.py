@@ -42,7 +42,7 @@ from typing import Any, TextIO
 from icore._line_chain import CHAIN_END, ChainWriter, is_end
 from icore._line_seal import sealed
 from icore._strict_json import strict_dumps
-from icore.adapters import MAY_HAVE_RUN_MARK
+from icore._trace_marks import MAY_HAVE_RUN_MARK
 from icore.fence import DecisionEntry, GateDecision, Outcome
 from icore.integrations import GATEWAY_POLICY, RunRecorder, blocked_line
 from icore.mcp._facts import SessionView, Verdict, text_of
