@@ -116,8 +116,11 @@ def test_a_raising_body_spends_its_reads_and_is_told_once(tmp_path: Path) -> Non
                         call_id="c1")
     assert told.reason == EARLIER_UNKNOWN and "TimeoutError" in told.message
     assert "outcome is unknown" in told.message and ran == ["A1"]
+    replay = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
+                          call_id="c1")  # the same call again (a saved state resumed)
+    assert replay.reason == EARLIER_UNKNOWN and ran == ["A1"]  # QA qa-new18a S1
     after = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
-                         call_id="c1")  # told once: the model's call after its check
+                         call_id="c3")  # the model's new call after its check
     assert after.executed and ran == ["A1", "A1"]
 
 
@@ -197,7 +200,9 @@ def test_a_dead_holders_claim_is_unknown_a_live_ones_is_running(tmp_path: Path) 
         a.close()  # its process ended: the kernel drops the lock
         found = b.claim("k", "pay")
         assert found is not None and found.how == EARLIER_UNKNOWN
-        assert b.claim("k", "pay") is None  # told once: now b's new attempt
+        again = b.claim("k", "pay")  # told: the same call replayed never runs
+        assert again is not None and again.how == EARLIER_UNKNOWN
+        assert b.claim("k2", "pay") is None  # a new call id is a new attempt
         assert not any(p.stem == a.holder for p in (tmp_path / LOCKS).iterdir())
     finally:
         b.close()
@@ -277,9 +282,10 @@ def test_two_processes_racing_one_call_run_its_body_once(tmp_path: Path) -> None
 class AttemptsMachine(RuleBasedStateMachine):
     """Two holders (processes) on one attempts file against a model of its rows.
 
-    The model: key -> ("started", holder) | ("ran",) | ("unknown",) | absent/told. A
-    claim succeeds only on an absent or told key; a started key of a live holder answers
-    running, of a dead one (closed) unknown once; ran answers already ran.
+    The model: key -> ("started", holder) | ("ran",) | ("unknown",) | ("told",) | absent.
+    A claim succeeds only on an absent key; a started key of a live holder answers
+    running, of a dead one (closed) unknown, and so does a told one, every time (QA
+    qa-new18a S1); ran answers already ran.
     """
 
     KEYS = st.sampled_from(["a", "b"])
@@ -307,7 +313,7 @@ class AttemptsMachine(RuleBasedStateMachine):
         want = self._expect(key, who)
         assert (found.how if found else None) == want, (key, who, found, self.model)
         if want == EARLIER_UNKNOWN:
-            del self.model[key]  # told once
+            self.model[key] = ("told",)  # refuses the same call from now on
         elif want is None and claim:
             self.model[key] = ("started", who, self.files[who].holder)
             self.bodies[key] = self.bodies.get(key, 0) + 1

@@ -22,10 +22,11 @@ kept in ``<folder>/icore-attempts.sqlite`` (table ``calls``, one row per call):
 What a later attempt of the same call finds (:class:`Found`): a ``started`` row of a live
 holder (another process, or another thread here, runs it now): refused
 :data:`CALL_RUNNING`; a ``started`` row of a dead holder (the process died mid-call) or
-an ``unknown`` one: refused :data:`EARLIER_UNKNOWN` once, the model told the
-unknown-outcome text (the row becomes ``told``: the next call is the model's new
-decision, made after that check); a ``ran`` row: refused :data:`ALREADY_RAN` with the
-result. Finished rows (``ran``, ``told``) older than :data:`KEEP_S` or beyond the newest
+an ``unknown`` one: refused :data:`EARLIER_UNKNOWN`, the model told the
+unknown-outcome text (the row becomes ``told`` and keeps refusing the same call: a saved
+conversation resumed again replays the same tool call, which must not run then either,
+QA qa-new18a S1; the model's new decision after its check is a new tool call, with a new
+id); a ``ran`` row: refused :data:`ALREADY_RAN` with the result. Finished rows (``ran``, ``told``) older than :data:`KEEP_S` or beyond the newest
 :data:`KEEP_ROWS`, and unfinished ones older than :data:`KEEP_S`, are pruned (when the
 file is opened and every :data:`_PRUNE_EVERY` claims).
 """
@@ -205,7 +206,7 @@ class AttemptsFile:
             db = self._conn()
             if tool is None:  # a look: no write lock unless an earlier attempt stands
                 row = db.execute("SELECT how FROM calls WHERE key = ?", (key,)).fetchone()
-                if row is None or row[0] == TOLD:
+                if row is None:
                     return None
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -227,9 +228,11 @@ class AttemptsFile:
     def _found(self, db: sqlite3.Connection, key: str) -> Found | None:
         row = db.execute("SELECT how, holder, value FROM calls WHERE key = ?",
                          (key,)).fetchone()
-        if row is None or row[0] == TOLD:
+        if row is None:
             return None
         how, holder, value = row
+        if how == TOLD:  # the same call replayed (a saved state resumed again): never run
+            return Found(EARLIER_UNKNOWN, value or STOPPED)
         if how == RAN:
             return Found(ALREADY_RAN, value)
         if how == STARTED and self._alive(holder):
@@ -242,7 +245,8 @@ class AttemptsFile:
     def look(self, key: str) -> Found | None:
         """The earlier attempt of the call ``key`` (before its gate), else None.
 
-        A dead or failed attempt found here is told once (its row becomes ``told``).
+        A dead or failed attempt found here is told (its row becomes ``told``, which
+        refuses the same call again: only a new call id runs).
 
         Raises:
             sqlite3.Error: the file failed (the call must not run).
