@@ -8,11 +8,16 @@ in between) is refused ``not_read``: the refusal spent the read, as an unknown o
 one process does (planfence: a call is planned from current facts; the effect may have
 happened). After a fresh read the model's call runs. The body ran twice only because the
 model checked and decided again.
+
+A recorded crew (``RunRecorder(path=)``) killed inside ``pay`` leaves the header and the
+gate's lines only; ``icore audit`` reads it as a run that did not end with its one
+protected action ``outcome unknown`` (QA 17b #2; it said "no events", exit 1).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -88,7 +93,14 @@ llm._steps = [tc("lookup", order_id="A1"), tc("pay", order_id="A1", amount=80.0)
 agent = Agent(role="desk", goal="pay", backstory="careful", llm=llm, tools=[lookup, safe],
               verbose=False, allow_delegation=False, max_iter=8)
 task = Task(description="Pay order A1", expected_output="what was paid", agent=agent)
-Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
+crew = Crew(agents=[agent], tasks=[task], verbose=False)
+if os.environ.get("TRACE"):  # a recorded run, each line written as it is made
+    from icore.integrations import RunRecorder
+    from icore.integrations.crewai import recording
+    with RunRecorder("pay-A1", path=os.environ["TRACE"]) as rec, recording(rec):
+        crew.kickoff()
+else:
+    crew.kickoff()
 for ms in llm._seen[-1:]:
     for m in ms:
         if isinstance(m, dict) and m.get("role") == "tool":
@@ -114,3 +126,18 @@ def test_refused_after_restart_the_blind_repeat_needs_a_fresh_read(tmp_path: Pat
     assert "(not_read)" in told[2] and "read pay/A1 again" in told[2], told  # blind repeat
     assert told[4].startswith("TOOL paid"), told  # after the model's fresh read
     assert effects(db) == ["run pay A1 80.0", "resume pay A1 80.0"]
+
+
+def test_a_crew_killed_inside_the_tool_leaves_a_trace_the_audit_reads(tmp_path: Path) -> None:
+    app, db, trace = tmp_path / "app.py", tmp_path / "db", tmp_path / "run1.jsonl"
+    app.write_text(APP)
+    kill_inside_body(app, db, {**_env(), "TRACE": str(trace)}, timeout_s=180)
+    assert '"decision"' in trace.read_text()  # the fsynced authorizing decision
+    out = tmp_path / "audit.json"
+    done = subprocess.run([sys.executable, "-m", "icore", "audit", str(trace), "-o",
+                           str(tmp_path / "rep"), "--json", str(out)], env=_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "did not end" in done.stdout and "outcome unknown" in done.stdout, done.stdout
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["actions"]["outcome unknown"] == 1 and run["actions"]["total"] == 1

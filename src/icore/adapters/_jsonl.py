@@ -334,9 +334,17 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             text_valid = text_valid and step_text_valid(st)
             if question is None and st.kind == StepKind.TASK:
                 question = st.content
-    if names is None:
+    if names is None and not (planfence["records"] or planfence["decisions"]):
         raise AdapterError("no events" + (f": {cut} and the lines before it hold no step"
                                           if cut else ""), file=file, field="<root>")
+    if names is None:  # only the gate's lines: killed inside a protected call (17b #2)
+        agents_decl = header.get("agents", {})
+        if not isinstance(agents_decl, dict):
+            raise AdapterError("agents must be an object", file=file, field="run.agents")
+        names = AgentNames(agents_decl)
+        warnings += (f"{file}: only the run header and the gate's lines: the writer stopped "
+                     "inside a protected call before any step reached disk; its authorized "
+                     "calls are counted outcome unknown",)
     check_record_links(planfence["records"], file=file)
     edited = record_id_problems(planfence["records"])
     warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
