@@ -5,9 +5,10 @@ version (``stale``) of a fact it depends on is followed, in an honest run, by th
 reading the fact again and calling once more. The report showed the refusal and the
 later call apart, so a reader could not see that the agent re-read and then called.
 :func:`called_again` links each such refusal to the next call of the same tool by the
-same agent on a common fact that ran, with the versions that call was authorized from (its frontier F(x)
-over the refused call's dependency scope D(a); planfence Sec. 3): "refused not_read at
-line 4; called again at line 9 (ship-2) after reading order/7@2". Pure: no I/O.
+same agent on a common fact that ran, with the versions that call was authorized
+from (its frontier F(x) over the refused call's dependency scope D(a); planfence Sec.
+3): "refused not_read at line 4; called again at line 9 (ship-2) after reading
+order/7@2". Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -99,6 +99,7 @@ from icore.adapters._trace import (
     Trace,
 )
 from icore.adapters._trace_values import MAX_STEP, AgentNames, as_bool, as_name, as_step, as_str
+from icore.adapters._twice_in_message import TwiceInMessage
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
 from icore.fence import INVALID_ARGUMENTS, canonical_reason
@@ -260,6 +261,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     question: str | None = None  # the first task step's text (FileSteps only)
     warnings: tuple[str, ...] = ()
     cut = ""  # a torn last line: what is wrong with it
+    twice = TwiceInMessage()  # the same protected call twice in one message (17b #7)
     it = iter(lines)
     for n, line, off in it:
         if line[:1] != "{" and (not line.strip() or line.lstrip().startswith("#")):
@@ -323,6 +325,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             planfence["lines"].append((n, line_action(obj), *ck, answer_args(
                 obj, st.index) if st.kind == StepKind.THOUGHT else None))
         checks.event(n, obj, own=ck is not None, terminates=st.terminates)
+        twice.step(n, obj, st.kind, st.agent)
         if "task" in obj:
             note_call(callers, branches, obj, st.kind, st.agent, gated)
         if not gate_lines and gate_activity(obj, st.kind):
@@ -362,7 +365,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         said, said2 = (tuple(w for w in x if ": note: " not in w) for x in (said, said2))
     warnings += said + said2 + said3 + said4 + gate_without_records(gate_lines, file,
                                                                      protected)
-    warnings += names.merge_notes(file)
+    warnings += names.merge_notes(file) + twice.warnings(file, planfence["decisions"],
+                                                        planfence["records"])
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None

@@ -348,33 +348,6 @@ class _Execution:
         if plan.run.started and leaves_effect_open(exc):
             self.spent.spend(plan.scope, plan.run.basis, plan.action, error_text(exc))
 
-    def _spend_refused(self, action: str, claim: Claim | None, deps: Callable[[], Any],
-                       scope: Hashable | None) -> None:
-        """A call refused because an attempt of it may have acted spends its reads (#1).
-
-        Refused :data:`EARLIER_UNKNOWN` (an attempt before a restart died mid-body or
-        raised) or :data:`CALL_RUNNING` (it runs now elsewhere): as for an unknown outcome
-        in this process (:meth:`_raised`), the agent's reads of the call's dependency
-        scope D(a) stop backing any protected call of those keys until read again, so the
-        model's next message repeating the call blind is refused ``not_read`` (planfence:
-        an action is planned from current facts; the effect may have happened). ``deps``
-        gives D(a); a declaration that fails spends nothing (the next call fails on it).
-        """
-        found = claim.found if claim is not None else None
-        if found is None or found.how not in (EARLIER_UNKNOWN, CALL_RUNNING):
-            return
-        try:
-            keys = frozenset(deps())
-        except Exception:  # the call is refused anyway; its declaration fails again
-            return
-        error = (RUNNING_ELSEWHERE if found.how == CALL_RUNNING
-                 else found.value or STOPPED)
-        self.spent.spend(scope, keys, action, error)
-
-    def _refused_deps(self, action: str, depends_on: Scope, args: Mapping[str, Any],
-                      is_async: bool) -> Callable[[], Any]:
-        return lambda: self._tool(action, depends_on, is_async).scope(args)
-
     def _finish(self, plan: _Plan, res: ActionResult) -> Call:
         key = (plan.scope, plan.action, plan.deps)
         rec = plan.run.root
@@ -423,7 +396,7 @@ class _Execution:
         so a recorder writes them, the replan and the refusal like any blocked call.
         """
         args = plan.replanned_args or plan.args
-        self._spend_refused(plan.action, plan.run.claim, lambda: plan.deps, plan.scope)
+        _spend_refused(self.spent, plan.action, plan.run.claim, lambda: plan.deps, plan.scope)
         ids = {plan.record.id, plan.run.root.id}
         found: list[GateDecision] = []
         log = self.fence.log
@@ -452,8 +425,8 @@ class _Execution:
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
         claim = self._claims(action, call_id, args)
         if claim is not None and (earlier := claim.refused(args)) is not None:
-            self._spend_refused(action, claim, self._refused_deps(
-                action, depends_on, args, False), self._scope())
+            _spend_refused(self.spent, action, claim, lambda: self._tool(
+                action, depends_on, False).scope(args), self._scope())
             return earlier  # the same call ran, runs or may have run (kept on disk)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, False)
         if isinstance(prep, Call):
@@ -490,8 +463,8 @@ class _Execution:
         check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         claim = self._claims(action, call_id, args)
         if claim is not None and (earlier := claim.refused(args)) is not None:
-            self._spend_refused(action, claim, self._refused_deps(
-                action, depends_on, args, True), self._scope())
+            _spend_refused(self.spent, action, claim, lambda: self._tool(
+                action, depends_on, True).scope(args), self._scope())
             return earlier
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
@@ -516,6 +489,29 @@ class _Execution:
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)
+
+
+def _spend_refused(spent: Spent, action: str, claim: Claim | None,
+                   deps: Callable[[], Any], scope: Hashable | None) -> None:
+    """A call refused because an attempt of it may have acted spends its reads (17b #1).
+
+    Refused :data:`EARLIER_UNKNOWN` (an attempt before a restart died mid-body or raised)
+    or :data:`CALL_RUNNING` (it runs now elsewhere): as for an unknown outcome in this
+    process (:meth:`_Execution._raised`), the agent's reads of the call's dependency
+    scope D(a) stop backing any protected call of those keys until read again, so the
+    model's next message repeating the call blind is refused ``not_read`` (planfence: an
+    action is planned from current facts; the effect may have happened). ``deps`` gives
+    D(a); a declaration that fails spends nothing (the next call fails on it again).
+    """
+    found = claim.found if claim is not None else None
+    if found is None or found.how not in (EARLIER_UNKNOWN, CALL_RUNNING):
+        return
+    try:
+        keys = frozenset(deps())
+    except Exception:  # the call is refused anyway; its declaration fails again
+        return
+    spent.spend(scope, keys, action,
+                RUNNING_ELSEWHERE if found.how == CALL_RUNNING else found.value or STOPPED)
 
 
 def _json(rec: Record) -> bytes:
