@@ -176,3 +176,55 @@ def test_two_concurrent_recorded_crews_keep_their_own_traces() -> None:
     for name, rec in recs.items():
         ends = [e["final_answer"] for e in rec.events if e["kind"] == "termination"]
         assert ends == [f"done {name}"] and rec.kinds().count("task") == 1
+
+
+def test_a_refusal_is_linked_to_the_call_on_its_own_fact() -> None:
+    """QA qa-new17b #4: [transfer(W1), transfer(W2)] in one message; W1 changed, so
+    transfer(W1) is refused stale and transfer(W2) runs; the next message's transfer(W1)
+    (the replan) runs. The refusal's "called again" names the W1 replan, never the W2
+    call (another fact: their dependency scopes share no key)."""
+    rec = RunRecorder("called-again")
+    s = Store({"W1": 10, "W2": 10}, sequential=True)
+    llm = scripted([[call("get_stock", wh="W1"), call("get_stock", wh="W2")],
+                    then(s.set("W1", 5), [call("transfer", wh="W1", qty=4),
+                                          call("transfer", wh="W2", qty=3)]),
+                    [call("transfer", wh="W1", qty=4)], "done"])
+    with recording(rec):
+        s.crew(llm).kickoff()
+    assert s.moved == [("W2", 3), ("W1", 4)]
+    res, _ = _summary(rec)
+    by_fact = {a.points[0].entry.deps[0]: [] for a in res.lineage}
+    for a in res.lineage:
+        by_fact[a.points[0].entry.deps[0]].append(a)
+    refused = [a for a in by_fact["stock/W1"] if a.status == "blocked"]
+    replan = [a for a in by_fact["stock/W1"] if a.status == "valid"]
+    assert len(refused) == 1 and len(replan) == 1, [(a.action, a.status) for a in res.lineage]
+    assert refused[0].called_again is not None
+    assert f"({replan[0].action})" in refused[0].called_again, refused[0].called_again
+    assert f"({by_fact['stock/W2'][0].action})" not in refused[0].called_again
+
+
+def test_the_same_call_twice_in_one_message_is_flagged(tmp_path: Any) -> None:
+    """QA qa-new17b #7: two identical ``transfer(W1, 4)`` calls in one model message (two
+    tool-call ids); the body commits no fact, so both are authorized and run. The audit
+    warns "the same call twice in one model message"; two such calls in two messages
+    are no such pair."""
+    from icore.adapters import load_jsonl
+
+    def warned(steps: list[Any], name: str) -> list[str]:
+        rec = RunRecorder(name)
+        s = Store({"W1": 10}, sequential=True)
+        llm = Emitting(model="scripted")  # the model's messages are recorded
+        llm._steps = list(steps)
+        with recording(rec):
+            s.crew(llm).kickoff()
+        assert s.moved == [("W1", 4), ("W1", 4)]
+        return [w for w in load_jsonl(rec.write(tmp_path / f"{name}.jsonl")).warnings
+                if "twice in one model message" in w]
+
+    same = warned([[call("get_stock", wh="W1")],
+                   [call("transfer", wh="W1", qty=4), call("transfer", wh="W1", qty=4)],
+                   "done"], "one-message")
+    assert len(same) == 1 and 'transfer {"qty": 4, "wh": "W1"}' in same[0], same
+    assert warned([[call("get_stock", wh="W1")], [call("transfer", wh="W1", qty=4)],
+                   [call("transfer", wh="W1", qty=4)], "done"], "two-messages") == []

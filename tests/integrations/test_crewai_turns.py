@@ -259,3 +259,59 @@ def test_a_fenced_result_is_never_served_from_crewais_cache() -> None:
     llm = scripted([step, step, step])
     s.crew(llm, cache=True).kickoff()
     assert s.moved == [("W1", 3), ("W1", 3)]
+
+
+def test_another_tasks_read_after_the_message_never_authorizes_it() -> None:
+    """QA qa-new17b #3: two async tasks of one crew on one agent handle. Agent A's model
+    proposes ``transfer(W1)`` without reading; agent B reads W1 after A's message was
+    made and before A's call is gated. That read was not among what A's message was
+    planned from: refused ``not_read``, nothing moved."""
+    import threading
+
+    s = Store({"W1": 10})
+    proposed, read = threading.Event(), threading.Event()
+    clerk = s.clerk
+
+    @tool("get_stock")
+    def get_stock(wh: str) -> str:
+        """Read a warehouse's stock level."""
+        got = json.dumps(clerk.read(f"stock/{wh}"))
+        read.set()
+        return got
+
+    def deps(a: dict[str, Any]) -> set[str]:
+        if a["wh"] == "W1":  # not the probe at fencing time
+            read.wait(30)  # B's read lands between A's message and A's gate
+        return {f"stock/{a['wh']}"}
+
+    def a_says(_m: Any) -> Step:
+        proposed.set()
+        return [call("transfer", wh="W1", qty=9)]
+
+    def b_says(_m: Any) -> Step:
+        proposed.wait(30)
+        return [call("get_stock", wh="W1")]
+
+    moved = s.moved
+    fenced = fenced_crewai_tool(_transfer(moved), agent=clerk, depends_on=deps)
+    la, lb = scripted([a_says, "A done"]), scripted([b_says, "B done"])
+    a = Agent(role="buyerA", goal="buy", backstory="a", llm=la, tools=[get_stock, fenced],
+              max_iter=4)
+    b = Agent(role="buyerB", goal="check", backstory="b", llm=lb, tools=[get_stock, fenced],
+              max_iter=4)
+    lead = Agent(role="lead", goal="sum", backstory="c", llm=scripted(["summary"]))
+    ta = Task(description="move W1", expected_output="x", agent=a, async_execution=True)
+    tb = Task(description="check W1", expected_output="x", agent=b, async_execution=True)
+    Crew(agents=[a, b, lead], tasks=[ta, tb, Task(description="sum", expected_output="x",
+                                                  agent=lead, context=[ta, tb])]).kickoff()
+    assert read.is_set() and moved == []
+    assert "(not_read)" in " ".join(la.tool_results()), la.tool_results()
+
+
+def _transfer(moved: list[tuple[str, int]]) -> Any:
+    @tool("transfer")
+    def transfer(wh: str, qty: int) -> str:
+        """Move qty units out of warehouse wh."""
+        moved.append((wh, qty))
+        return f"moved {qty} from {wh}"
+    return transfer

@@ -100,7 +100,8 @@ def test_a_call_id_that_is_no_text_is_refused(tmp_path: Path, bad: Any) -> None:
 
 def test_a_raising_body_spends_its_reads_and_is_told_once(tmp_path: Path) -> None:
     """Issue gap 2: ``Agent.execute`` whose function raises spends its reads (the
-    integrations' rule); the same call again is refused ``earlier_outcome_unknown`` once."""
+    integrations' rule); the same call again is refused ``earlier_outcome_unknown`` once,
+    which spends the reads made before it again (a call after it needs a fresh read)."""
     desk, ran = _desk(tmp_path), []
 
     def timeout(order: str) -> str:
@@ -119,6 +120,10 @@ def test_a_raising_body_spends_its_reads_and_is_told_once(tmp_path: Path) -> Non
     replay = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
                           call_id="c1")  # the same call again (a saved state resumed)
     assert replay.reason == EARLIER_UNKNOWN and ran == ["A1"]  # QA qa-new18a S1
+    blind = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
+                         call_id="c3")  # the refusal spent the read (QA 17b #1)
+    assert blind.reason == NOT_READ and blind.spent == ("pay/A1",) and ran == ["A1"]
+    desk.read("pay/A1")
     after = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
                          call_id="c3")  # the model's new call after its check
     assert after.executed and ran == ["A1", "A1"]
@@ -357,3 +362,39 @@ class AttemptsMachine(RuleBasedStateMachine):
 AttemptsMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25,
                                              deadline=None)
 TestAttemptsTable = AttemptsMachine.TestCase
+
+
+def test_a_call_refused_running_spends_the_reads_of_its_scope(tmp_path: Path) -> None:
+    """QA 17b #1: a call refused ``call_running`` (the same call runs now, here in another
+    thread) spends the agent's reads of its dependency scope: a new call needs a fresh
+    read (its outcome is unknown until it returns)."""
+    import threading
+
+    desk, ran = _desk(tmp_path), []
+    inside, go = threading.Event(), threading.Event()
+
+    def slow(order: str) -> str:
+        ran.append(order)
+        inside.set()
+        go.wait(30)
+        return "paid"
+
+    first = threading.Thread(target=desk.execute, args=("pay", slow, {"order": "A1"}),
+                             kwargs={"depends_on": ["pay/A1"], "call_id": "c1"})
+    first.start()
+    try:
+        assert inside.wait(30)
+        twice = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
+                             call_id="c1")
+        assert twice.reason == CALL_RUNNING
+        blind = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
+                             call_id="c2")
+        assert blind.reason == NOT_READ and blind.spent == ("pay/A1",)
+        assert "running now elsewhere" in blind.message and ran == ["A1"]
+    finally:
+        go.set()
+        first.join(30)
+    desk.read("pay/A1")
+    after = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
+                         call_id="c2")
+    assert after.executed and ran == ["A1", "A1"]

@@ -190,7 +190,8 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     lineages = _edited(reissued(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
         made_by(_resent(_linked(out, replans), resent), records, callers, branches),
         answers,
-        records, steps), steps), steps), steps)), edited, edited_in, shown)
+        records, steps), steps), steps), steps, gate_only=isinstance(planfence, PlanfenceLog)
+        and not steps)), edited, edited_in, shown)
     lineages = (*lineages, *unrecorded_calls(planfence, lineages, lineage_of))  # qa-new15b
     if isinstance(planfence, PlanfenceLog):
         lineages = _answered(lineages, planfence.edited_answers)

@@ -5,9 +5,10 @@ version (``stale``) of a fact it depends on is followed, in an honest run, by th
 reading the fact again and calling once more. The report showed the refusal and the
 later call apart, so a reader could not see that the agent re-read and then called.
 :func:`called_again` links each such refusal to the next call of the same tool by the
-same agent that ran, with the versions that call was authorized from (its frontier F(x)
-over the refused call's dependency scope D(a); planfence Sec. 3): "refused not_read at
-line 4; called again at line 9 (ship-2) after reading order/7@2". Pure: no I/O.
+same agent on a common fact that ran, with the versions that call was authorized
+from (its frontier F(x) over the refused call's dependency scope D(a); planfence Sec.
+3): "refused not_read at line 4; called again at line 9 (ship-2) after reading
+order/7@2". Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ def _read(key: str, rid: str, seqs: Mapping[str, Any]) -> str:
     return f"{key}@{seq}" if type(seq) is int else f"{key}@{rid[:12]}"
 
 
+def _shared(refused: Any, later: Any) -> bool:
+    """Whether two decisions of one tool act on a common fact: their D(a) meet.
+
+    A decision's dependency scope is its ``deps`` (else the keys of its frontier). Two
+    calls with no dependency at all are the same call again (nothing tells them apart).
+    """
+    mine = set(refused.deps or refused.frontier)
+    theirs = set(later.deps or later.frontier)
+    return bool(mine & theirs) or not (mine or theirs)
+
+
 def called_again(lineages: Sequence[ActionLineage], records: Sequence[Mapping[str, Any]],
                  lines: Mapping[str, int]) -> tuple[ActionLineage, ...]:
     """``lineages``, each ``not_read`` / ``stale`` refusal with its :attr:`called_again`.
@@ -40,8 +52,9 @@ def called_again(lineages: Sequence[ActionLineage], records: Sequence[Mapping[st
             by its task only.
 
     The next call is the first later action of the same tool, made by the same agent
-    (both unknown counts as the same), whose status says it ran
-    (:func:`icore.fence.action_ran`); a refusal no later call follows keeps None.
+    (both unknown counts as the same), on a common fact (their dependency scopes share a
+    key: ``place_order(gadget)`` is not the widget order called again), whose status says
+    it ran (:func:`icore.fence.action_ran`); a refusal no later call follows keeps None.
     """
     seqs = {r["id"]: r.get("seq") for r in records if isinstance(r.get("id"), str)}
     out = list(lineages)
@@ -57,6 +70,8 @@ def called_again(lineages: Sequence[ActionLineage], records: Sequence[Mapping[st
                     or b.agent != a.agent or not action_ran(b.status):
                 continue
             first = b.points[0].entry
+            if not _shared(last, first):  # another fact's call (QA qa-new17b #4)
+                continue
             keys = [k for k in (last.deps or first.frontier) if k in first.frontier]
             reads = ", ".join(_read(k, first.frontier[k], seqs) for k in keys[:6])
             at, then = lines.get(a.action), lines.get(b.action)

@@ -99,6 +99,7 @@ from icore.adapters._trace import (
     Trace,
 )
 from icore.adapters._trace_values import MAX_STEP, AgentNames, as_bool, as_name, as_step, as_str
+from icore.adapters._twice_in_message import TwiceInMessage
 from icore.adapters._valid_text import step_text_valid
 from icore.adapters._values import check_size, gc_paused, json_value_error, trace_path
 from icore.fence import INVALID_ARGUMENTS, canonical_reason
@@ -260,6 +261,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
     question: str | None = None  # the first task step's text (FileSteps only)
     warnings: tuple[str, ...] = ()
     cut = ""  # a torn last line: what is wrong with it
+    twice = TwiceInMessage()  # the same protected call twice in one message (17b #7)
     it = iter(lines)
     for n, line, off in it:
         if line[:1] != "{" and (not line.strip() or line.lstrip().startswith("#")):
@@ -323,6 +325,7 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             planfence["lines"].append((n, line_action(obj), *ck, answer_args(
                 obj, st.index) if st.kind == StepKind.THOUGHT else None))
         checks.event(n, obj, own=ck is not None, terminates=st.terminates)
+        twice.step(n, obj, st.kind, st.agent)
         if "task" in obj:
             note_call(callers, branches, obj, st.kind, st.agent, gated)
         if not gate_lines and gate_activity(obj, st.kind):
@@ -334,9 +337,17 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
             text_valid = text_valid and step_text_valid(st)
             if question is None and st.kind == StepKind.TASK:
                 question = st.content
-    if names is None:
+    if names is None and not (planfence["records"] or planfence["decisions"]):
         raise AdapterError("no events" + (f": {cut} and the lines before it hold no step"
                                           if cut else ""), file=file, field="<root>")
+    if names is None:  # only the gate's lines: killed inside a protected call (17b #2)
+        agents_decl = header.get("agents", {})
+        if not isinstance(agents_decl, dict):
+            raise AdapterError("agents must be an object", file=file, field="run.agents")
+        names = AgentNames(agents_decl)
+        warnings += (f"{file}: only the run header and the gate's lines: the writer stopped "
+                     "inside a protected call before any step reached disk; its authorized "
+                     "calls are counted outcome unknown",)
     check_record_links(planfence["records"], file=file)
     edited = record_id_problems(planfence["records"])
     warnings += tuple(f"{file}: {why}; the protected actions whose lineage shows it are "
@@ -354,7 +365,8 @@ def _parse_lines(lines: Iterable[tuple[int, str, int]], *, file: str, run_id: st
         said, said2 = (tuple(w for w in x if ": note: " not in w) for x in (said, said2))
     warnings += said + said2 + said3 + said4 + gate_without_records(gate_lines, file,
                                                                      protected)
-    warnings += names.merge_notes(file) + names.undeclared_notes(file)
+    warnings += names.merge_notes(file) + names.undeclared_notes(file) + twice.warnings(
+        file, planfence["decisions"], planfence["records"])
     records = tuple({r["id"]: r for _, r in planfence["records"]}.values())
     ann = header.get("annotation")
     annotation = None

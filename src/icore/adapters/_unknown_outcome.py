@@ -78,7 +78,8 @@ def may_have_run(error: str | None) -> bool:
     return error is not None and error.lstrip().startswith(_OPEN_ERRORS)
 
 
-def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A, ...]:
+def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step], *,
+                     gate_only: bool = False) -> tuple[_A, ...]:
     """``lineages``, each authorized call with no recorded result marked outcome unknown.
 
     A call whose recorded failure leaves its effect open (the decision's
@@ -94,13 +95,17 @@ def unknown_outcomes(lineages: Sequence[_A], steps: Sequence[Step]) -> tuple[_A,
     without a recorded failure are the calls whose result is missing, as many as the
     shortfall.
 
+    ``gate_only``: the trace holds the gate's lines and no step at all (a run killed
+    inside its first protected call before any other line reached disk, QA qa-new17b
+    #2): it did not end and recorded no result, so every authorized call is unknown.
+
     Returns:
         The lineages, those actions with ``outcome_unknown=True``; the rest unchanged.
     """
     lineages = tuple(
         dataclasses.replace(a, outcome_unknown=True)  # type: ignore[type-var]
         if not a.outcome_unknown and a.leaves_open else a for a in lineages)
-    if not steps or run_ended(steps):
+    if (not steps and not gate_only) or (steps and run_ended(steps)):
         return lineages
     ran: dict[str, list[int]] = {}
     refused: dict[str, int] = {}

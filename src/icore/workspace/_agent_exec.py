@@ -53,7 +53,7 @@ from icore.workspace._call import (
     _trampoline_for,
 )
 from icore.workspace._call_checks import check_call as _check_call
-from icore.workspace._durable_calls import Claim
+from icore.workspace._durable_calls import CALL_RUNNING, EARLIER_UNKNOWN, STOPPED, Claim
 from icore.workspace._errors import ReplanFailed
 from icore.workspace._keys import (
     arg_fault,
@@ -62,6 +62,7 @@ from icore.workspace._keys import (
     key_args,
 )
 from icore.workspace._unknown import (
+    RUNNING_ELSEWHERE,
     Spent,
     error_text,
     failure_of,
@@ -395,6 +396,7 @@ class _Execution:
         so a recorder writes them, the replan and the refusal like any blocked call.
         """
         args = plan.replanned_args or plan.args
+        _spend_refused(self.spent, plan.action, plan.run.claim, lambda: plan.deps, plan.scope)
         ids = {plan.record.id, plan.run.root.id}
         found: list[GateDecision] = []
         log = self.fence.log
@@ -423,6 +425,8 @@ class _Execution:
             raise AsyncRequired("an async tool or replanner needs aexecute()", tool=action)
         claim = self._claims(action, call_id, args)
         if claim is not None and (earlier := claim.refused(args)) is not None:
+            _spend_refused(self.spent, action, claim, lambda: self._tool(
+                action, depends_on, False).scope(args), self._scope())
             return earlier  # the same call ran, runs or may have run (kept on disk)
         prep = self._prepare(action, fn, args, depends_on, turn, approve, False)
         if isinstance(prep, Call):
@@ -459,6 +463,8 @@ class _Execution:
         check_hooks(action, None, approve)  # the user's check= (approve= is wrapped)
         claim = self._claims(action, call_id, args)
         if claim is not None and (earlier := claim.refused(args)) is not None:
+            _spend_refused(self.spent, action, claim, lambda: self._tool(
+                action, depends_on, True).scope(args), self._scope())
             return earlier
         prep = self._prepare(action, fn, args, depends_on, turn, approve, True)
         if isinstance(prep, Call):
@@ -483,6 +489,29 @@ class _Execution:
         finally:
             _CURRENT.reset(token)
         return self._finish(plan, res)
+
+
+def _spend_refused(spent: Spent, action: str, claim: Claim | None,
+                   deps: Callable[[], Any], scope: Hashable | None) -> None:
+    """A call refused because an attempt of it may have acted spends its reads (17b #1).
+
+    Refused :data:`EARLIER_UNKNOWN` (an attempt before a restart died mid-body or raised)
+    or :data:`CALL_RUNNING` (it runs now elsewhere): as for an unknown outcome in this
+    process (:meth:`_Execution._raised`), the agent's reads of the call's dependency
+    scope D(a) stop backing any protected call of those keys until read again, so the
+    model's next message repeating the call blind is refused ``not_read`` (planfence: an
+    action is planned from current facts; the effect may have happened). ``deps`` gives
+    D(a); a declaration that fails spends nothing (the next call fails on it again).
+    """
+    found = claim.found if claim is not None else None
+    if found is None or found.how not in (EARLIER_UNKNOWN, CALL_RUNNING):
+        return
+    try:
+        keys = frozenset(deps())
+    except Exception:  # the call is refused anyway; its declaration fails again
+        return
+    spent.spend(scope, keys, action,
+                RUNNING_ELSEWHERE if found.how == CALL_RUNNING else found.value or STOPPED)
 
 
 def _json(rec: Record) -> bytes:

@@ -334,6 +334,8 @@ class Claim:
     file: AttemptsFile
     key: str
     action: str
+    found: Found | None = None
+    """The earlier attempt that refused this call (set by :meth:`refused` / :meth:`take`)."""
 
     def refused(self, args: Mapping[str, Any]) -> Call | None:
         """Before the gate: the refused :class:`Call` when an earlier attempt stands.
@@ -341,7 +343,7 @@ class Claim:
         Raises:
             sqlite3.Error: the attempts file failed (fail closed: nothing runs).
         """
-        found = self.file.look(self.key)
+        found = self.found = self.file.look(self.key)
         if found is None:
             return None
         return Call(self.action, False, reason=found.how, args=dict(args),
@@ -354,7 +356,7 @@ class Claim:
             _Rejected: an earlier attempt stands (its reason and detail); nothing runs.
             sqlite3.Error: the attempts file failed (nothing runs).
         """
-        found = self.file.claim(self.key, self.action)
+        found = self.found = self.file.claim(self.key, self.action)
         if found is not None:
             raise _Rejected(refusal_detail(self.action, found), found.how)
 

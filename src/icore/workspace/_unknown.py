@@ -108,15 +108,25 @@ def failure_of(value: Any) -> str | None:
     return error if isinstance(error, str) and error else "an error"
 
 
+RUNNING_ELSEWHERE = "running elsewhere"
+"""The ``error`` a :class:`Spent` entry holds for a call refused ``call_running`` (the
+same call runs now in another process or thread: its outcome is not known yet)."""
+
+
 def spent_detail(tool: str, error: str, keys: Iterable[str]) -> str:
     """The detail of a call refused because its keys' reads were spent by ``tool``.
 
     Args:
         tool: the earlier call whose outcome is unknown.
-        error: its failure (``Type: message``).
+        error: its failure (``Type: message``), or :data:`RUNNING_ELSEWHERE`.
         keys: the keys of the refused call whose reads that call consumed.
     """
     names = ", ".join(sorted(keys))
+    if error == RUNNING_ELSEWHERE:
+        return (f"{tool} is running now elsewhere (another process or thread of the app), "
+                f"so its outcome is unknown: {check_first(tool)}. This agent's read of "
+                f"{names} no longer backs a call: read {names} again to check (a call made "
+                f"after that read may run)")
     return (f"{unknown_outcome_text(tool, error)}. That call was authorized by this "
             f"agent's read of {names}, which no longer backs a call: read {names} again "
             f"to check (a call made after that read may run)")
@@ -174,5 +184,5 @@ class Spent:
             return {k: got for k in keys if (got := self._spent.get((scope, k))) is not None}
 
 
-__all__ = ["NoEffect", "Spent", "check_first", "error_text", "failure_of", "leaves_effect_open",
-           "spent_detail", "unknown_outcome_text"]
+__all__ = ["RUNNING_ELSEWHERE", "NoEffect", "Spent", "check_first", "error_text", "failure_of",
+           "leaves_effect_open", "spent_detail", "unknown_outcome_text"]

@@ -110,9 +110,59 @@ class _Slot:
     place: Place = field(default_factory=Place)
 
 
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """The stamp of a read made by a tool of a CrewAI run: its run and its place in time.
+
+    ``seq`` is drawn from the counter that numbers model calls, so a read and a model
+    call of any run are ordered.
+    """
+
+    run: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """One model call of a CrewAI executor run: the turn of the calls of its message.
+
+    ``n``: its place in time (drawn when the model call started); ``start``: the ``n`` of
+    the run's first model call (not compared: one per run).
+    """
+
+    run: str
+    n: int
+    start: int = field(compare=False)
+
+    def counts(self, stamp: Hashable | None) -> bool:
+        """Whether a read stamped ``stamp`` counts for a call of this model message.
+
+        A read made before this model call started, by this executor run (the same
+        CrewAI agent's task), or by another run of the crew before this run's first
+        model call (a scout task's read counts for the booking task after it); never a
+        read of another agent's task running alongside that happened after this run
+        began (QA qa-new17b #3: two async tasks), nor one of this message's own tools.
+        A value handed over with a refusal in turn ``t`` counts for a later turn of the
+        same run, and for another run only when ``t``'s run had moved on to its next
+        model call before this run began. A read outside any run (None) counts.
+        """
+        if stamp is None:
+            return True
+        if isinstance(stamp, _Read):
+            return stamp.seq < (self.n if stamp.run == self.run else self.start)
+        if isinstance(stamp, _Turn):
+            if stamp.run == self.run:
+                return stamp.n < self.n
+            with _LOCK:
+                after = _NEXT.get(stamp)
+            return after is not None and after < self.start
+        return stamp != self
+
+
 _SLOT: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
     "icore_crewai_call", default=None)
-_LATEST: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
+_LATEST: OrderedDict[str, _Turn] = OrderedDict()
+_NEXT: OrderedDict[_Turn, int] = OrderedDict()  # a turn -> its run's next model call's n
 _SAID: dict[str, str] = {}  # run -> its latest model call's input digest (:func:`_said`)
 _EXECUTORS: dict[str, weakref.ref[Any]] = {}  # run -> its executor (the calls' messages)
 _MODEL_SAID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -176,8 +226,14 @@ def _before_model(ctx: Any) -> None:
         except TypeError:
             ex = None
         with _LOCK:
-            _LATEST[run] = ("crewai", run, next(_COUNT))
+            n = next(_COUNT)
+            prev = _LATEST.get(run)
+            _LATEST[run] = _Turn(run, n, n if prev is None else prev.start)
             _LATEST.move_to_end(run)
+            if prev is not None:
+                _NEXT[prev] = n
+                while len(_NEXT) > _MAX_RUNS * 4:
+                    _NEXT.popitem(last=False)
             _SAID[run] = said
             if ex is not None:
                 _EXECUTORS[run] = ex
@@ -337,11 +393,20 @@ def calling_agent() -> str | None:
 
 
 def read_turn() -> Hashable | None:
-    """A workspace agent's ``turn_source``: the turn a read made here belongs to."""
+    """A workspace agent's ``turn_source``: the stamp of a read made here.
+
+    Inside a tool call of a CrewAI executor run: the run and the read's place in time
+    (a :class:`_Turn` decides from it whether the read counts for a call, ``counts``);
+    None outside any run, or in a run with no numbered model call.
+    """
     try:
-        return call_turn()
+        turn = call_turn()
     except UnknownTurn:
         return None
+    if not isinstance(turn, _Turn):
+        return None
+    with _LOCK:
+        return _Read(turn.run, next(_COUNT))
 
 
 def deliver(err: HookAborted, *, message: str, code: str) -> ToolFailure:
