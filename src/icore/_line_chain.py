@@ -126,9 +126,14 @@ def seal_points(lines: Sequence[Mapping[str, Any]]) -> set[int]:
 
 
 def is_end(line: Mapping[str, Any]) -> bool:
-    """Whether an event line ends its run (a ``termination``, or ``terminates: true``)."""
+    """Whether an event line ends its writer's lines, sealed with its ``chain_end``.
+
+    A ``termination``, ``terminates: true``, or ``stopped: true`` (the run stopped with an
+    error: its last line, sealed though the run did not end, QA qa-new17c #5).
+    """
     return "agent" in line and (line.get("kind") == "termination"
-                                or line.get("terminates") is True)
+                                or line.get("terminates") is True
+                                or line.get("stopped") is True)
 
 
 def header_link(writer: str, digests: Sequence[str] = DIGESTS) -> str:

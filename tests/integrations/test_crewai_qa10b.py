@@ -263,3 +263,15 @@ def test_native_tool_calls_read_that_a_failed_call_may_have_run(error: Exception
         assert told in seen[-1] and "check its effect before calling charge again" in seen[-1]
         failed = [e for e in rec.events if e.get("kind") == "tool_output" and e.get("failed")]
         assert [e["error_text"] for e in failed] == ["TimeoutError: bank gateway timed out"]
+
+
+def test_a_null_approval_id_pays_nothing() -> None:
+    """QA qa-new17c #7: ``{"approved": true, "planfence.approval": null}`` from
+    ``approve=`` is a rejection (an id that is no str), not a bare yes: nothing paid."""
+    rec = RunRecorder("null-id")
+    d = Desk(approve=lambda req: {"approved": True, "planfence.approval": None})
+    with recording(rec):
+        d.crew(scripted([[call("get_case", case="C1")], _replan(40), "done"])).kickoff()
+    assert d.paid == []
+    [lv] = rec.audit().lineage
+    assert lv.points[-1].entry.reason == "approval_rejected"

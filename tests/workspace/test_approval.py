@@ -160,7 +160,19 @@ def test_a_change_while_the_human_decides_blocks_the_approved_call(is_async: boo
     assert asked[0].basis != asked[1].basis
 
 
-@pytest.mark.parametrize("answer", ["no", "nope", 1, {"approved": True, "id": "x" * 64}])
+@pytest.mark.parametrize("answer", [
+    {"approved": True, "planfence.approval": None}, {"approved": True, "id": None},
+    {"type": "accept", "planfence.approval": None},
+    {"approved": True, "planfence.approval": None, "id": "x"}])
+def test_a_present_null_id_is_a_rejection(answer: Any) -> None:
+    """QA qa-new17c #7: an answer naming ``null`` as its id is no bare yes (it approved
+    and the call ran): an id that is no str rejects, ``None`` included."""
+    got = read_answer(answer)
+    assert not got.approved and got.id is None and "no request id" in got.reason
+
+
+@pytest.mark.parametrize("answer", ["no", "nope", 1, {"approved": True, "id": "x" * 64},
+                                    {"approved": True, "planfence.approval": None}])
 def test_only_a_readable_yes_for_this_request_approves(answer: Any) -> None:
     """A truthy answer is not a yes: "no" text, a number or another request's id rejects."""
     ws = Workspace({ORDER: "sales"})

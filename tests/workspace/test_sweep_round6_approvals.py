@@ -60,7 +60,7 @@ def test_an_unreadable_answer_is_a_rejection_not_an_exception(answer: Any) -> No
         assert verdict.approved is False and "unreadable" in verdict.reason
 
 
-@pytest.mark.parametrize("rid", [7, ["f" * 64], {"id": "x"}, 1.5, b"f" * 64])
+@pytest.mark.parametrize("rid", [7, ["f" * 64], {"id": "x"}, 1.5, b"f" * 64, None])
 def test_an_answer_naming_an_id_that_is_no_str_approves_nothing(rid: Any) -> None:
     verdict = read_answer({"planfence.approval": rid, "approved": True})
     assert verdict.approved is False and verdict.id is None
@@ -80,13 +80,15 @@ def _agent() -> tuple[Workspace, Any, list[str]]:
     {"planfence.approval": ["x"], "approved": True},
     _RaisingMapping(),
     {"planfence.approval": None, "approved": True, "reason": _RaisingStr()},
+    {"approved": True, "reason": _RaisingStr()},
 ])
 def test_execute_under_a_hostile_answer_never_runs(answer: Any) -> None:
+    """A present ``null`` id rejects too (QA qa-new17c #7: it approved as a bare yes)."""
     _, ag, ran = _agent()
     call = ag.execute("t", lambda x: ran.append(x), {"x": "Porto"}, depends_on={"k/1"},
                       approve=lambda r: answer)
     if isinstance(answer, Mapping) and not isinstance(answer, _RaisingMapping) and \
-            answer.get("planfence.approval") is None:
+            "planfence.approval" not in answer:
         # a bare approval whose reason cannot be shown: still an approval, shown briefly
         assert call.executed and ran == ["Porto"]
     else:

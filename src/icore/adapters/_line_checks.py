@@ -33,9 +33,25 @@ class LineChecks:
         """task -> the line of its first decision."""
         self.sealed = False
         """A line carries a writer's seal (``chain_end``: its writer closed the file)."""
+        self.sealed_by: str | None = None
+        """The writer whose header says the file ends with its sealed end line."""
+        self.seal_writers: set[Any] = set()
 
     def header(self, n: int, obj: Mapping[str, Any]) -> None:
-        """The run header, line ``n``."""
+        """The run header, line ``n``.
+
+        ``"sealed": true`` in its ``run`` (a closed recorder's file holding its end line:
+        a ``termination`` or the ``stopped`` line of a run left by an exception) is a
+        promise that a line carries its writer's ``chain_end``: without one, lines were
+        cut from the file's end (QA qa-new17c #5), which the chain alone cannot see.
+        Kept only for a header whose writer marker opens that writer's chain (a trace
+        stripped of its marker and chain reads as one written before them).
+        """
+        run = obj.get("run")
+        mark = run.get("icore") if isinstance(run, Mapping) else None
+        if isinstance(run, Mapping) and run.get("sealed") is True:
+            w = mark.get("writer") if isinstance(mark, Mapping) else None
+            self.sealed_by = w if isinstance(w, str) else ""
         self.mark.header(n, obj)
         self.seal.line(n, obj)
         if "digest" in obj or "chain" in obj:  # the writer marker's digest (#29)
@@ -62,7 +78,9 @@ class LineChecks:
         if "chain_end" in obj:
             self.sealed = True
             self.chain.seal(n, obj["chain_end"])
-        elif terminates:
+            end = obj["chain_end"]
+            self.seal_writers.add(end.get("writer") if isinstance(end, Mapping) else None)
+        elif terminates or obj.get("stopped") is True:
             self.mark.missing(n, "seal", "chain_end seal on the run's end line")
 
     def result(self, *, protected: bool, decisions: Sequence[tuple[str, Any]],
@@ -78,6 +96,14 @@ class LineChecks:
         recorded" notes of the other checks (its promises decide).
         """
         broken, said3 = self.chain.result(file=self.file, note=protected)
+        if self.sealed_by and self.sealed_by in self.chain.marked \
+                and self.sealed_by not in self.seal_writers:  # a marked writer's promise
+            cut = ("the header says the file ends with its run's sealed end line "
+                   "(sealed: true), but no line carries that writer's chain_end: lines were "
+                   "cut from the file's end")
+            broken = broken or cut
+            said3 = (*said3, f"{self.file}: {cut}; every protected action of the run is "
+                     "INVALID (which action a missing line concerned cannot be known)")
         self.mark.writers(self.chain.marked, self.chain.lined)
         unmarked, said4 = self.mark.lines(decisions, lines)
         unsealed, said5 = self.seal.result(LINES in self.mark.promised)

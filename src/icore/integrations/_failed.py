@@ -1,7 +1,8 @@
 """The value a fenced tool that failed after its authorization gives back (issue 28).
 
 Its own module so the recorder can tell a failed call from a result without importing
-the guard's wrapping (:mod:`icore.integrations._tool_failed`). Pure: no I/O.
+the guard's wrapping (:mod:`icore.integrations._tool_failed`), and name an exception
+(:func:`describe`: the recorder's "the run stopped" line). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -92,4 +93,36 @@ class Failed:
         return f"ERROR: {self.error}{shown}"[:2000]
 
 
-__all__ = ["OPEN_FAILURES", "Failed", "NoEffect", "leaves_open", "own_exception"]
+
+MAX_ERROR_CHARS = 2000
+"""An exception's message is recorded up to this many characters (a tool's 1 MB
+``NoEffect`` text went whole into the decision line and the audit's reason)."""
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)``, or ``<its str() raised>`` when the exception's ``__str__`` raises."""
+    try:
+        return str(exc)
+    except Exception:  # the tool's own __str__ failed: its type still says what it was
+        return "<its str() raised>"
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception (a cancellation named as such), never raising.
+
+    A message over :data:`MAX_ERROR_CHARS` is cut (its length said); an exception whose
+    ``__str__`` raises is named by its type (sweep round 9: the ``__str__``'s error
+    replaced the tool's own and a ``NoEffect`` was recorded outcome unknown).
+    """
+    exc = own_exception(exc)  # a wrapper carrying the tool's own exception
+    text = message_of(exc)
+    if len(text) > MAX_ERROR_CHARS:
+        text = f"{text[:MAX_ERROR_CHARS]}... ({len(text)} characters)"
+    name = type(exc).__name__
+    if name == "CancelledError":
+        return "CancelledError: the call was cancelled while the tool ran (Ctrl-C / " \
+            "task cancelled)"
+    return f"{name}: {text}" if text else name
+
+__all__ = ["MAX_ERROR_CHARS", "OPEN_FAILURES", "Failed", "NoEffect", "describe", "leaves_open",
+           "message_of", "own_exception"]

@@ -56,7 +56,7 @@ class Pending:
 
 def _as_json(req: ApprovalRequest) -> dict[str, Any]:
     return {"id": req.id, "action": req.action, "args": dict(req.args),
-            "basis": [[k, rid] for k, rid in req.basis]}
+            "basis": [[k, rid] for k, rid in req.basis], "scope": req.scope}
 
 
 def _request(obj: Any) -> ApprovalRequest:
@@ -69,11 +69,13 @@ def _request(obj: Any) -> ApprovalRequest:
                 and all(isinstance(x, str) for x in pair)):
             raise PendingUnreadable("a basis entry is no [key, record id]")
         basis[pair[0]] = pair[1]
-    args, action = obj.get("args"), obj.get("action")
+    args, action, scope = obj.get("args"), obj.get("action"), obj.get("scope", "")
     if not isinstance(args, dict) or not isinstance(action, str):
         raise PendingUnreadable("a request has no action or arguments")
+    if not isinstance(scope, str):  # the pending request's place (thread, call): part of id
+        raise PendingUnreadable("a request's scope is no str")
     try:
-        req = ApprovalRequest.of(action, args, basis)
+        req = ApprovalRequest.of(action, args, basis, scope=scope)
     except Exception as exc:
         raise PendingUnreadable(f"a request cannot be rebuilt: {exc}") from None
     if req.id != obj.get("id"):

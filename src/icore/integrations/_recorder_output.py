@@ -14,12 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from icore._line_chain import chain_lines
+from icore._line_chain import chain_lines, is_end
 from icore._line_seal import sealed
 from icore._strict_json import strict_dumps
 from icore._writer_mark import marked_header
 from icore.integrations._run_file import write_run
 from icore.integrations._run_journal import RunJournal, done
+from icore.integrations._run_stop import stopped
 
 if TYPE_CHECKING:  # imported when used: the adapters package is heavy (MCP gateway start-up)
     from icore.adapters import AuditResult, Trace
@@ -42,11 +43,18 @@ class RunOutput:
     _lock: threading.Lock
 
     def header(self) -> dict[str, Any]:
-        """The ``{"run": {...}}`` header line, with the writer marker (#29)."""
+        """The ``{"run": {...}}`` header line, with the writer marker (#29).
+
+        ``"sealed": true`` when the lines hold an end line (:func:`~icore._line_chain.is_end`,
+        sealed with the chain's ``chain_end``): the audit then flags a file whose end was
+        cut off (QA qa-new17c #5).
+        """
         with self._lock:
             agents = dict(self.agents)
+            ends = any(is_end(e) for e in self.events)
         given = {"question": self.question or None, "orchestrator": self.orchestrator or None,
-                 "ground_truth": self.ground_truth, "succeeded": self.succeeded}
+                 "ground_truth": self.ground_truth, "succeeded": self.succeeded,
+                 "sealed": True if ends else None}
         return marked_header({"id": self.run_id, "agents": agents, **{
             k: v for k, v in given.items() if v is not None}}, self.writer)
 
@@ -113,8 +121,20 @@ class RunOutput:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        """The block's end (normal or by an exception): :meth:`close`."""
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        """The block's end: :meth:`close`; left by an exception, the run stopped first.
+
+        An exception (not ``SystemExit``/``GeneratorExit``) out of the block, with no end
+        recorded since the run's last task: the run's last line is a ``thought`` "the run
+        stopped: <Type>: <message>" with ``error`` (``cancelled: true`` for Ctrl-C)
+        and ``stopped: true`` (the one an integration already wrote, e.g. LangGraph's
+        ``RecordingHandler`` on the graph's error, else a new one). It is sealed with the
+        chain's ``chain_end`` like an end line, so lines cut from the file are seen, while
+        the run still audits as not ended (no final answer). The exception propagates.
+        """
+        if exc is not None and not isinstance(exc, SystemExit | GeneratorExit):
+            stopped(self, exc)
         self.close()
 
     def _flush(self) -> None:

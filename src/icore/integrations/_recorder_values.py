@@ -58,7 +58,7 @@ def agents_arg(agents: Any) -> dict[str, str]:
     return dict(agents)
 
 
-FLAGS = ("terminates", "pause", "replan")
+FLAGS = ("terminates", "pause", "replan", "stopped")
 """Step markers the JSONL format takes as JSON booleans only (issue 29)."""
 
 

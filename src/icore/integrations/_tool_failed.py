@@ -24,44 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from icore.errors import IntegrationError
 from icore.fence import ActionResult, authorizing
-from icore.integrations._failed import Failed, NoEffect, own_exception
+from icore.integrations._failed import MAX_ERROR_CHARS as MAX_ERROR_CHARS
+from icore.integrations._failed import Failed, NoEffect
+from icore.integrations._failed import describe as describe
+from icore.integrations._failed import message_of as message_of
 from icore.integrations._write_ahead import retract, write_ahead
 from icore.records import Lookup
 from icore.workspace import WorkspaceError
 
 if TYPE_CHECKING:
     from icore.integrations._recorder import RunRecorder
-
-
-MAX_ERROR_CHARS = 2000
-"""An exception's message is recorded up to this many characters (a tool's 1 MB
-``NoEffect`` text went whole into the decision line and the audit's reason)."""
-
-
-def message_of(exc: BaseException) -> str:
-    """``str(exc)``, or ``<its str() raised>`` when the exception's ``__str__`` raises."""
-    try:
-        return str(exc)
-    except Exception:  # the tool's own __str__ failed: its type still says what it was
-        return "<its str() raised>"
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message`` of an exception (a cancellation named as such), never raising.
-
-    A message over :data:`MAX_ERROR_CHARS` is cut (its length said); an exception whose
-    ``__str__`` raises is named by its type (sweep round 9: the ``__str__``'s error
-    replaced the tool's own and a ``NoEffect`` was recorded outcome unknown).
-    """
-    exc = own_exception(exc)  # a wrapper carrying the tool's own exception
-    text = message_of(exc)
-    if len(text) > MAX_ERROR_CHARS:
-        text = f"{text[:MAX_ERROR_CHARS]}... ({len(text)} characters)"
-    name = type(exc).__name__
-    if name == "CancelledError":
-        return "CancelledError: the call was cancelled while the tool ran (Ctrl-C / " \
-            "task cancelled)"
-    return f"{name}: {text}" if text else name
 
 
 _CONTROL_FLOW = frozenset({("icore.integrations._approvals", "ApprovalChanged"),

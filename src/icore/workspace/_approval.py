@@ -45,10 +45,16 @@ class ApprovalRequest:
         args: the call's normalised (JSON) arguments.
         basis: ``(key, record id)`` of every version the call derives from (the action
             record's parents), sorted by key.
-        id: sha256 hex of ``{action, args, basis}`` in canonical JSON.
+        id: sha256 hex of ``{action, args, basis}`` in canonical JSON, with ``scope``
+            added when it is not empty.
         values: ``(key, value)`` of every version of ``basis`` whose record was given
             (sorted by key): what the human is shown the call was planned from. Not part
             of ``id`` (the record ids already bind the values).
+        scope: which pending request this is when equal calls can be pending in several
+            places at once, e.g. a conversation (LangGraph ``thread_id``) and the model's
+            tool-call id; part of ``id`` when not empty, so an answer naming one
+            conversation's request never approves another's (QA qa-new17c #4). Empty:
+            the id names the call's content only.
     """
 
     action: str
@@ -56,11 +62,15 @@ class ApprovalRequest:
     basis: tuple[tuple[str, RecordId], ...]
     id: str
     values: tuple[tuple[str, JSONValue], ...] = ()
+    scope: str = ""
 
     @classmethod
     def of(cls, action: str, args: Mapping[str, Any],
-           basis: Sequence[Record] | Mapping[str, RecordId]) -> ApprovalRequest:
+           basis: Sequence[Record] | Mapping[str, RecordId], *,
+           scope: str = "") -> ApprovalRequest:
         """Bind ``action(args)`` derived from ``basis`` (records, or key -> record id).
+
+        ``scope`` (a str): the pending request's place (see the class), part of ``id``.
 
         Raises:
             MalformedRecord: an argument is not JSON (normalise it first).
@@ -72,10 +82,21 @@ class ApprovalRequest:
             pairs = sorted((r.key, r.id) for r in basis)
             values = sorted(((r.key, r.content) for r in basis if r.has_content),
                             key=lambda kv: kv[0])
-        body: JSONValue = {"action": action, "args": canon,
-                           "basis": [[k, rid] for k, rid in pairs]}
-        digest = hashlib.sha256(canonical_json(body)).hexdigest()
-        return cls(action, canon, tuple(pairs), digest, tuple(values))
+        return cls(action, canon, tuple(pairs), _request_id(action, canon, pairs, scope),
+                   tuple(values), scope)
+
+    def scoped(self, scope: str) -> ApprovalRequest:
+        """This request pending in ``scope`` (its ``id`` covers ``scope`` too).
+
+        Deterministic: the same call pending in the same place gets the same id, so a
+        request put to the human again (after a restart) still matches an answer given
+        to its first asking.
+        """
+        if scope == self.scope:
+            return self
+        return ApprovalRequest(self.action, self.args, self.basis,
+                               _request_id(self.action, self.args, self.basis, scope),
+                               self.values, scope)
 
     def payload(self) -> dict[str, JSONValue]:
         """What to show the human: ``{"planfence.approval": {id, action, args, basis}}``.
@@ -112,6 +133,15 @@ class ApprovalRequest:
         return verdict.approved and verdict.id == self.id
 
 
+def _request_id(action: str, args: Mapping[str, JSONValue],
+                basis: Sequence[tuple[str, RecordId]], scope: str) -> str:
+    body: dict[str, JSONValue] = {"action": action, "args": dict(args),
+                                  "basis": [[k, rid] for k, rid in basis]}
+    if scope:
+        body["scope"] = scope
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A human's answer as read by :func:`read_answer`.
@@ -133,8 +163,9 @@ def read_answer(answer: Any) -> Answer:
     Mappings: ``{"planfence.approval": id, "approved": bool}`` (from
     :meth:`ApprovalRequest.approve`), or ``{"approved": bool}`` / ``{"type": "accept"}``
     without an id. Anything else is a rejection (fail closed), and so is an answer that
-    names an id that is no str (``7``, a list: meant for some request, attributable to
-    none) or that cannot be read (a mapping whose lookups raise, a ``reason`` whose
+    names an id that is no str (``7``, a list, ``None``: a ``"planfence.approval"`` or
+    ``"id"`` key that is present names an id, even ``null``; meant for some request,
+    attributable to none) or that cannot be read (a mapping whose lookups raise, a ``reason`` whose
     ``str`` raises): reading an answer never raises.
     """
     try:
@@ -151,10 +182,15 @@ def _read_answer(answer: Any) -> Answer:
         return Answer(word in _YES and word not in _NO, None,
                       "" if word in _YES else answer)
     if isinstance(answer, Mapping):
-        rid = answer.get(APPROVAL_FIELD, answer.get("id"))
-        if rid is not None and not isinstance(rid, str):
-            return Answer(False, None, f"the answer names {brief(rid, 80)}, which is no "
-                          "request id (a str): not attributable, so not an approval")
+        field = APPROVAL_FIELD if APPROVAL_FIELD in answer else "id" if "id" in answer \
+            else None
+        rid = answer[field] if field is not None else None
+        if field is not None and not isinstance(rid, str):
+            # a present id that is no str, null included (QA qa-new17c #7: it approved as
+            # a bare yes): meant for some request, attributable to none
+            return Answer(False, None, f"the answer names {brief(rid, 80)} as its "
+                          f"{field!r}, which is no request id (a str): not "
+                          "attributable, so not an approval")
         if "approved" in answer:
             ok = answer["approved"] is True
         else:

@@ -23,9 +23,12 @@ the record's JSON content. The saver passes ``langgraph-checkpoint-conformance``
 from __future__ import annotations
 
 import base64
+import fnmatch
+import os
 import secrets
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -44,7 +47,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from icore.errors import IntegrationError
-from icore.memory import MemoryStore, OwnershipMap, Store
+from icore.memory import MemoryStore, OwnershipMap, SQLiteStore, Store
 from icore.records import MAX_PARENTS, Record, RecordId
 
 _TOMBSTONE = "tombstone"
@@ -86,9 +89,18 @@ class RecordCheckpointSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         probe = f"{prefix}/ckpt/probe"
         if store.ownership.owner_of(probe) != owner:
-            raise IntegrationError("the ownership map must give the saver's owner its keys",
-                                   framework="langgraph", key=probe, owner=owner,
-                                   mapped_to=store.ownership.owner_of(probe))
+            # a pattern among the exact keys (QA qa-new17c #6: OwnershipMap({"lg/*": ...}))
+            given = next((k for k in store.ownership.keys()
+                          if any(c in k for c in "*?[") and fnmatch.fnmatchcase(probe, k)),
+                         None)
+            hint = (f": {given!r} is a pattern given as an exact key: "
+                    f"OwnershipMap({{}}, {{{given!r}: {owner!r}}})" if given is not None
+                    else f" (a pattern: OwnershipMap({{}}, {{'{prefix}/*': {owner!r}}}))")
+            raise IntegrationError("the ownership map must give the saver's owner its keys"
+                                   + hint, framework="langgraph", key=probe, owner=owner,
+                                   mapped_to=store.ownership.owner_of(probe),
+                                   fix=f"RecordCheckpointSaver.sqlite(path, owner={owner!r}) "
+                                       "builds the store and its map")
         self.store = store
         self.owner = owner
         self.prefix = prefix
@@ -99,6 +111,37 @@ class RecordCheckpointSaver(BaseCheckpointSaver[str]):
         """A saver over a fresh :class:`~icore.memory.MemoryStore` owning ``<prefix>/*``."""
         om = OwnershipMap(patterns={f"{prefix}/*": owner})
         return cls(MemoryStore(om, owner), owner=owner, prefix=prefix)
+
+    @classmethod
+    def sqlite(cls, where: str | os.PathLike[str] | Any, *, owner: str = "graph",
+               prefix: str = "lg") -> RecordCheckpointSaver:
+        """A saver over a :class:`~icore.memory.SQLiteStore` file (survives a restart).
+
+        Its store's map is ``OwnershipMap({}, {"<prefix>/*": owner})``.
+
+        Args:
+            where: the database file (created with its folder), or a workspace made by
+                ``Workspace.sqlite(facts, folder)``: then
+                ``<folder>/icore-checkpoints.sqlite`` (next to its owners' files and
+                ``icore-attempts.sqlite``).
+            owner: the store's agent, owning ``<prefix>/*``.
+            prefix: the key prefix of the saver's records.
+
+        Raises:
+            IntegrationError: ``where`` is a workspace kept in memory (no folder).
+            StoreError: the file cannot be opened as a store of ``owner`` (another
+                agent's, not an icore store, open in another process).
+        """
+        record = getattr(where, "folder_record", None)
+        if record is not None:
+            where = Path(record.folder) / "icore-checkpoints.sqlite"
+        elif not isinstance(where, str | os.PathLike):
+            raise IntegrationError("RecordCheckpointSaver.sqlite needs a file path or a "
+                                   "workspace made by Workspace.sqlite(facts, folder)",
+                                   framework="langgraph", got=type(where).__name__,
+                                   fix="RecordCheckpointSaver.sqlite('data/checkpoints.sqlite')")
+        om = OwnershipMap(patterns={f"{prefix}/*": owner})
+        return cls(SQLiteStore(where, om, owner), owner=owner, prefix=prefix)
 
     # ------------------------------------------------------------------ keys and records
     def _ckpt_key(self, thread: str, ns: str, cid: str) -> str:

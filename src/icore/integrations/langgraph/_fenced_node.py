@@ -91,6 +91,21 @@ def _turn_of(config: Any) -> Hashable | None:
     return step_of(config)
 
 
+def pending_scope(key: Hashable) -> str:
+    """The approval scope of a fenced call known as ``(thread_id, tool_call_id)``.
+
+    Canonical JSON ``["langgraph", thread, tool_call_id]`` (each a str, or null when
+    missing): part of the :class:`~icore.workspace.ApprovalRequest` id put to the human,
+    so equal calls pending in two conversations (threads) get two ids, while the same
+    pending call asked again (a resume, a restart: the checkpoint keeps both) gets the
+    same one (QA qa-new17c #4).
+    """
+    thread, call_id = key if isinstance(key, tuple) and len(key) == 2 else (key, None)
+    return json.dumps(["langgraph", None if thread is None else str(thread),
+                       None if call_id is None else str(call_id)],
+                      separators=(",", ":"))  # ASCII: any thread id encodes
+
+
 _ARRIVAL_S = 0.25
 _ORDER_TIMEOUT_S = 5.0
 _MAX_ATTEMPTS = 256
@@ -382,14 +397,19 @@ class _Fenced:
         told = CallAnswers(*tell, pend.resumed if pend is not None else None,
                            len(book.asked(key))) if self.approval and tell else None
 
+        scope = pending_scope(key)
+
         def approve(req: ApprovalRequest) -> bool:
             if not self.approval and (prior is None or prior.id == req.id):
                 granted.append(req.id)
                 return True  # the tool's own question was asked for exactly this call
-            if not self.approval and not book.asked(key):
-                book.note(key, prior)  # type: ignore[arg-type]  # not None here
+            if not self.approval and not book.asked(key) and prior is not None:
+                book.note(key, prior.scoped(scope))
+            # the id names this pending request: its thread and tool-call id too, so an
+            # answer naming another conversation's equal call is asked again (#4)
             try:
-                verdict = book.resolve(key, req, told.asker() if told else interrupt)
+                verdict = book.resolve(key, req.scoped(scope),
+                                       told.asker() if told else interrupt)
             except GraphInterrupt:
                 if pend is not None:  # committed before LangGraph saves the pause
                     pend.paused(book.asked(key))

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
@@ -47,6 +46,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_config
 
 from icore.errors import IntegrationError
+from icore.integrations.langgraph._save_wait import Unsaved, await_saved
+from icore.integrations.langgraph._save_wait import link as _link
 
 _numbers: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _count = itertools.count(1)
@@ -70,8 +71,10 @@ are verified against the newest use's line and collapsed, or (off that line) the
 thread's history is lost and its protected calls are refused."""
 _WALK = 4096
 """Checkpoints walked up a call's line at most (past it: refused)."""
-_SAVE_WAITS, _SAVE_WAIT_S = 200, 0.01
-"""Waits for the call's own checkpoint to be saved (2 s at most), then refused."""
+_BRANCH_WAIT_S = 2.0
+"""How long :func:`is_ancestor` and :func:`saved_by` wait for a checkpoint to be saved
+(seconds; placing a branch's read, not refusing a call: a protected call's own
+checkpoint is waited for up to :data:`~._save_wait.SAVE_WAIT_S`)."""
 _LINE = frozenset({"loop"})
 """Sources of a checkpoint that carries its parent's step results (not ``input``, ``fork``,
 ``update``: those start from the parent's state, its running step's reads unseen)."""
@@ -232,7 +235,8 @@ def _use(scope: tuple[Any, ...], conf: Mapping[str, Any]) -> None:
             th.lost, th.uses = True, {}
 
 
-def _verify(conf: Mapping[str, Any], tid: Hashable, th: _Thread, at: str) -> str | None:
+def _verify(conf: Mapping[str, Any], tid: Hashable, th: _Thread, at: str
+            ) -> str | Unsaved | None:
     """Check every unverified use of ``th`` lies on ``at``'s line (then ``at`` is the base).
 
     None when they do, else the reason why not.
@@ -242,7 +246,7 @@ def _verify(conf: Mapping[str, Any], tid: Hashable, th: _Thread, at: str) -> str
     if lost:
         return "the thread's use history was lost"
     saver, want = conf["__pregel_checkpointer"], set(uses) | ({base} if base else set())
-    why = _on_line(saver, tid, at, want, conf.get("__pregel_durability"))
+    why = _on_line(saver, tid, at, want, conf.get("__pregel_durability"), conf)
     if why is not None:
         return why
     scope, root = thread_of(conf), _root(conf)
@@ -287,62 +291,31 @@ def _refuse(tool: str, scope: tuple[Any, ...], why: str) -> IntegrationError:
             "(and the resumes) of one thread one after another")
 
 
-def _link(saver: Any, tid: Hashable, at: str, ns: str = ""
-          ) -> tuple[str | None, Any, Any] | None:
-    """(parent id, source, run_id) of checkpoint ``at`` of thread ``tid``; None: not saved.
-
-    ``run_id``: the metadata ``run_id`` of the invocation that saved it (LangGraph copies
-    the invocation's ``config["metadata"]`` into each checkpoint), None when not given.
-
-    ``ns`` is the graph namespace (``""``: the root graph's checkpoints).
-
-    ``InMemorySaver`` itself (not a subclass) is read without loading the checkpoint's
-    channel values (``get_tuple`` would, costing a copy of the whole state per step
-    walked); any other saver answers through ``get_tuple``.
-    """
-    if type(saver) is InMemorySaver:
-        per: Any = saver.storage.get(tid)  # type: ignore[call-overload]
-        saved = (per or {}).get(ns, {}).get(at)
-        if saved is None:
-            return None
-        meta = saver.serde.loads_typed(saved[1]) or {}
-        return saved[2], meta.get("source"), meta.get("run_id")
-    got = saver.get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ns,
-                                            "checkpoint_id": at}})
-    if got is None:
-        return None
-    parent = (got.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    meta = got.metadata or {}
-    return parent, meta.get("source"), meta.get("run_id")
-
-
 def _on_line(saver: Any, tid: Hashable, at: str, want: set[str],
-             durability: Any = None) -> str | None:
+             durability: Any = None, conf: Mapping[str, Any] | None = None
+             ) -> str | Unsaved | None:
     """Walk up from checkpoint ``at`` of thread ``tid``: None when all of ``want`` lie on it.
 
     Each id of ``want`` must be ``at`` or an ancestor whose child on the line carries
-    its step's results; else the reason why not.
+    its step's results; else the reason why not (:class:`~._save_wait.Unsaved` when
+    ``at`` itself is not saved).
     """
     want = want - {at}
     for step in range(_WALK):
         if not want:
             return None
         try:
-            got = _link(saver, tid, at)
             # durability "async" (the default) saves a step's checkpoint in the
-            # background while its tasks run: wait for it (bounded); earlier ones are
-            # saved in order before it
-            for _ in range(_SAVE_WAITS if step == 0 and durability != "exit" else 0):
-                if got is not None:
-                    break
-                time.sleep(_SAVE_WAIT_S)
-                got = _link(saver, tid, at)
+            # background while its tasks run: wait for that save (bounded, generous);
+            # earlier ones are saved in order before it
+            got: Any = _link(saver, tid, at) if step or durability == "exit" else \
+                await_saved(saver, tid, at, conf=conf)
         except Exception as exc:  # an async-only saver, a closed database
             return f"the checkpointer cannot answer: {type(exc).__name__}"
+        if isinstance(got, Unsaved):
+            return got
         if got is None and step == 0:
-            return ("the call's checkpoint is not saved: durability='exit' saves none, or "
-                    "the checkpointer failed to save it (a state value it cannot "
-                    "serialize, e.g. an integer over 64 bits in the model's arguments)")
+            return Unsaved(0.0)  # durability="exit": no step checkpoint is saved
         if got is None or got[0] is None:
             return "a use lies off this call's checkpoint line"
         at = got[0]
@@ -385,22 +358,19 @@ def _children(saver: Any, tid: Hashable, at: str) -> int | None:
 def is_ancestor(saver: Any, tid: Hashable, ns: str, older: str, newer: str) -> bool:
     """Whether checkpoint ``older`` lies up the line of ``newer`` in graph namespace ``ns``.
 
-    At most :data:`_WALK` checkpoints are walked; ``newer`` not saved within 2 s (it is
-    saved in the background while its step runs), a saver that raises or a longer line
+    At most :data:`_WALK` checkpoints are walked; ``newer`` not saved within
+    :data:`_BRANCH_WAIT_S` (it is saved in the background while its step runs), a saver
+    that raises or a longer line
     answer False (the caller then does not count the use).
     """
     at: str | None = newer
     for step in range(_WALK):
         try:
-            got = _link(saver, tid, at, ns) if at is not None else None
-            for _ in range(_SAVE_WAITS if step == 0 else 0):
-                if got is not None:
-                    break
-                time.sleep(_SAVE_WAIT_S)
-                got = _link(saver, tid, newer, ns)
+            got: Any = await_saved(saver, tid, newer, ns, limit_s=_BRANCH_WAIT_S) \
+                if step == 0 else _link(saver, tid, at, ns) if at is not None else None
         except Exception:  # an async-only saver, a closed database: not placed
             return False
-        if got is None or got[0] is None:
+        if got is None or isinstance(got, Unsaved) or got[0] is None:
             return False
         at = got[0]
         if at == older:
@@ -412,21 +382,18 @@ def saved_by(saver: Any, tid: Hashable, older: str, newer: str) -> Any:
     """The ``run_id`` that saved the root checkpoint after ``older`` on ``newer``'s line.
 
     The metadata ``run_id`` of the checkpoint whose parent is ``older``, walking up from
-    ``newer`` (at most :data:`_WALK`; ``newer`` waited for up to 2 s, as it is saved in
-    the background); None when not found, not stamped, or the saver raises.
+    ``newer`` (at most :data:`_WALK`; ``newer`` waited for up to
+    :data:`_BRANCH_WAIT_S`, as it is saved in the background); None when not
+    found, not stamped, or the saver raises.
     """
     at: str | None = newer
     for step in range(_WALK):
         try:
-            got = _link(saver, tid, at) if at is not None else None
-            for _ in range(_SAVE_WAITS if step == 0 else 0):
-                if got is not None:
-                    break
-                time.sleep(_SAVE_WAIT_S)
-                got = _link(saver, tid, newer)
+            got: Any = await_saved(saver, tid, newer, limit_s=_BRANCH_WAIT_S) \
+                if step == 0 else _link(saver, tid, at) if at is not None else None
         except Exception:  # an async-only saver, a closed database: not known
             return None
-        if got is None or got[0] is None:
+        if got is None or isinstance(got, Unsaved) or got[0] is None:
             return None
         if got[0] == older:
             return got[2]
@@ -434,7 +401,7 @@ def saved_by(saver: Any, tid: Hashable, older: str, newer: str) -> Any:
     return None
 
 
-def check_graph_scope(tool: str) -> None:
+def check_graph_scope(tool: str, args: Any = None) -> None:
     """Refuse a protected call a use off its own checkpoint line could back.
 
     Every use of the call's thread (reads and protected calls of any invocation on
@@ -443,9 +410,15 @@ def check_graph_scope(tool: str) -> None:
     becomes the verified base. Outside a thread scope (no checkpointer or no
     thread_id) it does nothing: each root invocation is its own scope.
 
+    ``args``: the call's arguments (their JSON size is named when the checkpoint is
+    not saved in time).
+
     Raises:
-        IntegrationError: a use lies off the line (two invocations on one thread at
-            once, a fork of an old checkpoint), another invocation's use lies at a
+        IntegrationError: the call's own checkpoint is not saved (the checkpointer
+            failed, did not finish within :data:`~._save_wait.SAVE_WAIT_S` seconds, or
+            ``durability="exit"``: fields ``checkpoint_id``, ``waited_s``; its own
+            message, not a concurrency one), a use lies off the line (two invocations on
+            one thread at once, a fork of an old checkpoint), another invocation's use lies at a
             checkpoint of the line with two next checkpoints (two resumes of it at
             once, a replay), the walk passed :data:`_WALK`
             checkpoints, the checkpointer raised, or the thread's use history was lost
@@ -464,6 +437,8 @@ def check_graph_scope(tool: str) -> None:
     if th is None:
         raise _refuse(tool, scope, "the checkpointer cannot be tracked")
     why = _verify(conf, scope[2], th, at)
+    if isinstance(why, Unsaved):  # no concurrency problem: the save did not end in time
+        raise why.error(tool, scope[2], at, args, conf.get("__pregel_durability"))
     if why is not None:
         raise _refuse(tool, scope, why)
 

@@ -408,7 +408,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
     def gated_sync(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         if agent_mode:  # two invocations sharing one thread at once: refused
-            check_graph_scope(base.name)
+            check_graph_scope(base.name, norm)
         config = getattr(runtime, "config", None)
         key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
         attempt = _attempt(config) if approval and call_id is not None else None
@@ -484,7 +484,7 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
     async def gated_async(**kwargs: Any) -> Any:
         runtime, args, injected, norm, call_id = prepare(kwargs)
         if agent_mode:  # two invocations sharing one thread at once: refused
-            check_graph_scope(base.name)
+            check_graph_scope(base.name, norm)
         config = getattr(runtime, "config", None)
         key = (((config or {}).get("configurable") or {}).get("thread_id"), call_id)
         attempt = _attempt(config) if approval and call_id is not None else None
