@@ -192,3 +192,25 @@ def test_record_agents_twice_records_once_and_another_recorder_is_refused() -> N
                            "tool_output", "termination"]
     s = rec.audit().summary()
     assert (s.hard_flags, s.snd) == (0, 1.0)
+
+
+def test_agents_recorded_in_separate_calls_share_one_chat() -> None:
+    """QA qa-new18c #1: sub-agents recorded first and their manager in a later
+    ``record_agents`` call were two chats: the manager's requests became user tasks and
+    each answer an end. Every agent of one recorder joins its one chat."""
+    import asyncio
+
+    from ag2.testing import TestConfig
+
+    rec = RunRecorder("team")
+    alice = Agent("alice", config=TestConfig("alice done"))
+    bob = Agent("bob", config=TestConfig("bob done"))
+    first, second = record_agents(rec, alice), record_agents(rec, bob)
+    assert first is second and record_agents(RunRecorder("other"), Agent("c")) is not first
+
+    async def both() -> None:
+        await alice.ask("task for alice")
+        await bob.ask("task for bob")
+
+    asyncio.run(both())
+    assert rec.kinds().count("termination") == 1, rec.kinds()

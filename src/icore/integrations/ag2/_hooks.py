@@ -27,6 +27,7 @@ import contextvars
 import json
 import re
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -429,8 +430,10 @@ def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
 
     Idempotent: an agent this ``recorder`` records already keeps its one middleware (a
     set-up cell run twice, a helper that records the agents it builds and the app
-    recording them again), so no event is recorded twice; agents recorded already share
-    their :class:`ChatRecorder` (one run, one end) with the agents added now.
+    recording them again), so no event is recorded twice; every agent of one
+    ``recorder`` shares its one :class:`ChatRecorder` (one run, one end), whichever call
+    added it (sub-agents recorded first, their manager in a later call: the manager's
+    requests are its instructions, a sub-agent's answer a step, not an end).
 
     Returns:
         The shared :class:`ChatRecorder`.
@@ -467,13 +470,20 @@ def record_agents(recorder: RunRecorder, *agents: Any) -> ChatRecorder:
                 framework="ag2", agent=str(a.name),
                 fix="record each agent once: keep the first record_agents(...) or build "
                 "the agent again for a new recorder")
-    chat = next((c for c in known.values() if c is not None), None) or \
-        ChatRecorder(recorder)
+    with _CHATS_LOCK:  # a second call on the same recorder joins its chat (QA qa-new18c #1)
+        chat = next((c for c in known.values() if c is not None), None) or \
+            _CHATS.get(recorder) or ChatRecorder(recorder)
+        _CHATS.setdefault(recorder, chat)
     for a in agents:
         if known[id(a)] is None:  # recorded already by this recorder: nothing to add
             a.add_middleware(chat.middleware(str(a.name)))
             known[id(a)] = chat
     return chat
+
+
+_CHATS: weakref.WeakKeyDictionary[RunRecorder, ChatRecorder] = weakref.WeakKeyDictionary()
+"""The chat recorder of each :class:`RunRecorder` ``record_agents`` was given."""
+_CHATS_LOCK = threading.Lock()
 
 
 def _recorded_by(agent: Any) -> ChatRecorder | None:
