@@ -123,11 +123,14 @@ def test_a_retry_right_after_a_cancel_is_refused_http_session(tmp_path: Path) ->
     assert _charged(tmp_path) == 1
 
 
-def test_a_sessionless_client_gone_mid_call_spends_its_reads(tmp_path: Path) -> None:
+@pytest.mark.parametrize("at_once", [True, False])
+def test_a_sessionless_client_gone_mid_call_spends_its_reads(tmp_path: Path,
+                                                             at_once: bool) -> None:
     """A sessionless client (the SDK's ``mcp.Client``, a bearer token) whose call times
     out (its connection closed, no cancel sent): a new Client with the same token calls
-    at once, and again after the call ended: both refused ``not_read`` (before, both
-    charged: three charges from one read)."""
+    (``at_once``: while the call still runs, found gone then; else once it ended, found
+    gone at its end), and again after the call ended: both refused ``not_read`` (before,
+    both charged: three charges from one read)."""
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -151,6 +154,8 @@ def test_a_sessionless_client_gone_mid_call_spends_its_reads(tmp_path: Path) -> 
             async with client() as c:
                 await c.read_resource("bill://card")
                 await _cancelled(c)
+            if not at_once:
+                await _ended(tmp_path)
             async with client() as c:
                 out["retry"] = await c.call_tool("charge", {"cents": 100})
             await _ended(tmp_path)
@@ -165,3 +170,39 @@ def test_a_sessionless_client_gone_mid_call_spends_its_reads(tmp_path: Path) -> 
     assert _charged(tmp_path) == 1
     lines = [json.loads(x) for x in (tmp_path / "trace.jsonl").read_text().splitlines()]
     assert any(x.get("client_gone") is True for x in lines), lines
+
+
+def test_owner_unavailable_after_an_unknown_outcome_says_so(tmp_path: Path) -> None:
+    """An HTTP upstream dies mid-charge (it charged): outcome unknown. The next charge
+    cannot re-read the card (the upstream is down): ``owner_unavailable`` "Try again
+    later" now adds that the earlier charge may have run (QA qa-new18b #5)."""
+    from .conftest import http_client
+    p_up = free_port()
+    bill = {"BILL_STATE": str(tmp_path / "state.json"), "BILL_LOG": str(tmp_path / "bill.log")}
+    out: dict[str, Any] = {}
+    with process([sys.executable, str(BILLING), "--http", str(p_up)], extra_env=bill) as up:
+        wait_port(p_up, up)
+        m = tmp_path / "gateway.yaml"
+        m.write_text(yaml.safe_dump({
+            "name": "billing-gateway", "upstreams": {"billing": {
+                "url": f"http://127.0.0.1:{p_up}/mcp", "timeout_s": 5}},
+            "tools": {"charge": {"depends_on": ["bill://card"]}},
+            "trace": str(tmp_path / "trace.jsonl")}), encoding="utf-8")
+        port = free_port()
+        with process([sys.executable, "-m", "icore", "mcp", str(m), "--http",
+                      f"127.0.0.1:{port}"]) as gw:
+            wait_port(port, gw)
+
+            async def main() -> None:
+                async with http_client(f"http://127.0.0.1:{port}/mcp") as s:
+                    await s.read_resource("bill://card")
+                    out["died"] = await s.call_tool("charge", {"cents": 100, "fail": "die"})
+                    out["down"] = await s.call_tool("charge", {"cents": 100})
+
+            anyio.run(main)
+    assert out["died"].is_error and "may have run" in text(out["died"]), text(out["died"])
+    down = text(out["down"])
+    assert out["down"].is_error and "(owner_unavailable)" in down, down
+    assert "an earlier call of this session may have run" in down, down
+    assert "charge (on bill://card)" in down, down
+    assert _charged(tmp_path) == 1
