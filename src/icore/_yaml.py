@@ -23,6 +23,7 @@ false (issue 29); a number field takes only a YAML number, a bool field only ``t
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any
@@ -180,6 +181,10 @@ def _items(ann: Any) -> Any:
     return None
 
 
+_YAML11_EXP = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+")
+"""A number YAML 1.1 reads as a string (``1e300``: no dot, or no exponent sign)."""
+
+
 def scalar_problem(value: Any, ann: Any) -> str | None:
     """Why ``value`` (as parsed from YAML/JSON) does not fit ``ann`` without coercion.
 
@@ -200,6 +205,10 @@ def scalar_problem(value: Any, ann: Any) -> str | None:
     numeric = bool(leaves & {int, float}) and not leaves & {bool, str, Any}
     if numeric and isinstance(value, (bool, str)):
         shown = str(value).lower() if isinstance(value, bool) else f"the string {value!r:.40}"
+        if isinstance(value, str) and _YAML11_EXP.fullmatch(value.strip()):
+            m, _, e = value.strip().lower().partition("e")
+            shown += (" (YAML 1.1 reads an exponent without a dot and a sign as a string: "
+                      f"write {m if '.' in m else m + '.0'}e{e if e[0] in '+-' else '+' + e})")
         return f"expected a valid number, not {shown}"
     if leaves <= {bool, type(None)} and bool in leaves and value is not None \
             and not isinstance(value, bool):

@@ -37,3 +37,7 @@ def test_too_large_arguments_are_refused_as_such(tmp_path: Path) -> None:
     assert [x for x in upstream_log(tmp_path / "up.log") if x["tool"] == "book"] == []
     trace = (tmp_path / "trace.jsonl").read_text(encoding="utf-8")
     assert "args_too_large" in trace and "key='planfence" not in trace
+    # the trace keeps a bounded stand-in, not the 8 MB argument (QA qa-new18b #7)
+    assert len(trace) < 200_000, len(trace)
+    assert "icore/args_sha256" in trace and "icore/args_prefix" in trace
+    assert "the trace keeps only their size, SHA-256" in said, said[:800]

@@ -41,3 +41,15 @@ def test_cwd_and_otel_are_checked_before_the_upstreams_start(
     res = CliRunner().invoke(app, ["mcp", str(_write(tmp_path, text))], input="")
     assert res.exit_code == 2, res.output
     assert path in res.output and words in res.output and "line " in res.output, res.output
+
+
+@pytest.mark.parametrize(("text", "fix"), [("1e300", "1.0e+300"), ("2.5E3", "2.5e+3"),
+                                           ("-3e2", "-3.0e+2")])
+def test_a_yaml11_exponent_read_as_a_string_says_how_to_write_it(tmp_path: Path, text: str,
+                                                                  fix: str) -> None:
+    """YAML 1.1 reads ``1e300`` (no dot, no exponent sign) as a string (QA qa-new18b #6):
+    refused as before, now saying how to write it as a number."""
+    with pytest.raises(GatewayManifestError) as e:
+        load_manifest(_write(tmp_path, f"upstreams:\n  b:\n    command: x\n    timeout_s: "
+                             f"{text}\n"))
+    assert f"not the string '{text}'" in str(e.value) and f"write {fix}" in str(e.value)

@@ -8,9 +8,9 @@ for a result that breaks its outputSchema); ``fail="before"`` raises before char
 (an error with no effect). ``add_tool(name)`` adds a tool and sends
 ``notifications/tools/list_changed``; ``rename_charge(name)`` serves ``charge`` under
 ``name`` from then on (and notifies). ``fail="hang"`` charges, then sleeps 5 s before it
-answers (past a gateway's short ``timeout_s``), ``fail="slow"`` 1 s (past a client's);
-``fail="die"`` charges, then the process exits at once without answering (a stdio pipe
-closed, an HTTP connection dropped).
+answers (past a gateway's short ``timeout_s``), ``fail="slow"`` 1 s (past a client's),
+``fail="sleep:S"`` S seconds; ``fail="die"`` charges, then the process exits at once
+without answering (a stdio pipe closed, an HTTP connection dropped).
 ``bill://card`` never changes (a charge's D(a) that its effect leaves alone).
 ``python upstream_billing.py --http PORT`` serves streamable HTTP on 127.0.0.1:PORT.
 """
@@ -61,6 +61,8 @@ async def charge(cents: int, fail: str = "") -> str:
         raise ToolError("receipt printer jammed")
     if fail in ("hang", "slow"):
         await anyio.sleep(5 if fail == "hang" else 1)
+    if fail.startswith("sleep:"):
+        await anyio.sleep(float(fail[6:]))
     if fail == "die":
         os._exit(3)
     return f"charged {cents}"

@@ -88,3 +88,22 @@ def test_a_read_in_another_run_scope_neither_spends_nor_restores() -> None:
         clerk.read("stock/bolt")
     with clerk.scope("b"):  # a's new read does not check b's unknown outcome
         assert not g.run("dispatch", _ok(done, "dispatch"), {"qty": 5}, turn=2).executed
+
+
+def test_forget_with_why_spends_the_reads_in_every_scope() -> None:
+    """``Agent.forget(keys, why=(tool, error))``: a call still running whose client left
+    it (the MCP gateway, QA qa-new18b S1) spends the reads before it ends; the refusal
+    quotes it; a new read backs calls again; other keys are untouched."""
+    _ws, clerk, done = _setup()
+    clerk.read("stock/bolt")
+    clerk.read("dock/1")
+    clerk.forget(["stock/bolt"], why=("dispatch", "no result yet (it may still be running)"))
+    g = _guard(clerk, "stock/bolt")
+    again = g.run("dispatch", _ok(done, "dispatch"), {"qty": 5}, turn=1)
+    assert not again.executed and again.call is not None and again.call.reason == NOT_READ
+    assert again.call.spent == ("stock/bolt",)
+    assert "dispatch failed with no result yet (it may still be running)" in again.message
+    assert _guard(clerk, "dock/1").run("book", _ok(done, "book"), {"qty": 1}, turn=1).executed
+    clerk.read("stock/bolt")
+    assert g.run("dispatch", _ok(done, "dispatch"), {"qty": 5}, turn=2).executed
+    assert done == ["book 1", "dispatch 5"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from icore.errors import IcoreError
@@ -34,8 +34,10 @@ from icore.mcp._facts import (
     Verdict,
     bad_args_hint,
 )
+from icore.mcp._gateway_abandon import Unknowns, spender
 from icore.mcp._gateway_args import ArgChecks
 from icore.mcp._gateway_asks import CLIENT_GONE, Asks, Caller
+from icore.mcp._gateway_big_args import KEPT, recorded_args
 from icore.mcp._gateway_checks import Unresolved
 from icore.mcp._gateway_delivery import Delivery, run_detached
 from icore.mcp._gateway_fact_tool import fact_tool
@@ -78,6 +80,7 @@ from icore.mcp._shared_writes import Claims, ClaimsUnavailable, WriterGone
 from icore.mcp._upstream import Upstream
 from icore.mcp._upstream_answer import garbage_text, upstream_refused
 from icore.mcp._upstream_failed import UpstreamError
+from icore.workspace import ARGS_TOO_LARGE
 
 log = logging.getLogger("icore.mcp")
 
@@ -139,6 +142,7 @@ class _ToolCalls:
                              for n, t in host.manifest.tools.items() if not t.globs}
         self._tasks = itertools.count(1)
         self._replans = Replans()
+        self.unknowns = Unknowns()  # per session: keys of calls with an unknown outcome
         self.claims = Claims(None)  # protected calls' writes (shared: set at start)
         self._wrote: dict[str, tuple[Any, str, str]] = {}
         """URI -> (record, session, tool) of the version a protected call's write made."""
@@ -202,7 +206,8 @@ class _ToolCalls:
         # first waits for the calls in flight writing its facts, other gateways' too: not
         # shielded, so a call cancelled meanwhile is never sent (QA qa-re7 N2, qa-new13c)
         claim = None
-        if spec is not None:
+        if spec is not None:  # a call its client left spends its reads (QA qa-new18b)
+            await self.gw.wire.detached.look(view.sid)
             try:
                 claim = await self.claims.enter(*call_patterns(
                     spec.depends_on, spec.writes, self.args.with_defaults(name, args)),
@@ -238,6 +243,8 @@ class _ToolCalls:
                     ctx, params.meta, route.upstream, forward_meta(params.meta)) as meta:
                 got = await u.request("tools/call", lambda s: u.call_tool(
                     s, route.name, a, meta))
+            if spec is not None:  # a client gone meanwhile never sees it (QA qa-new18b)
+                await delivery.look(view.sid, name)
             return got if spec is None else judge(  # ran, or its outcome open (qa-new15b)
                 name, got, schema_problem=output_problem(name, self.gw.tool_defs.get(name),
                                                          got),
@@ -246,17 +253,20 @@ class _ToolCalls:
 
         def open_effect(exc: Exception | None) -> str | None:  # reads spent (h35gw)
             if exc is None:  # answered: open to the agent only if it never saw it
-                return not_delivered(delivery)
-            asked = any(c.asked for c in reached)
-            return spent_error(exc) if effect_open(exc, reached=bool(reached),
-                                                   asked=asked) else None
+                said = not_delivered(delivery)
+            else:
+                said = spent_error(exc) if effect_open(exc, reached=bool(reached), asked=any(
+                    c.asked for c in reached)) else None
+            if said is not None:
+                self.unknowns.note(view.sid, delivery.keys, name)
+            return said
 
         try:
             if spec is None:
                 result = await forward(**args)
             else:
                 result = await self._protected(view, name, spec, args, task, forward, ex,
-                                               open_effect)
+                                               open_effect, delivery)
                 if isinstance(result, _Refused):
                     return result.result
         except UpstreamError as exc:
@@ -338,7 +348,9 @@ class _ToolCalls:
                 reason: str, deps: list[str], *, detail: str = "",
                 extra: Mapping[str, Any] | None = None, hint: str | None = None) -> Any:
         """A refusal before the gate (blocked, ``_meta``; ``hint``: the model's text)."""
-        text = f"{refusal_head(name, reason)}: {hint or _HINT.get(reason, 'fail closed')}."
+        said = self.unknowns.said(view.sid, deps, args) \
+            if reason == Reason.OWNER_UNAVAILABLE.value else ""  # QA qa-new18b #5
+        text = f"{refusal_head(name, reason)}: {hint or _HINT.get(reason, 'fail closed')}{said}."
         if detail:
             text += f"\nDetail: {detail}"
         self.gw.trace.refused(view.sid, name, args, task=task, reason=reason, deps=deps,
@@ -382,13 +394,16 @@ class _ToolCalls:
 
     async def _protected(self, view: SessionView, name: str, spec: ToolSpec,
                          args: Mapping[str, Any], task: str, forward: Any,
-                         ex: Any = None, open_effect: Any = None) -> Any:
+                         ex: Any = None, open_effect: Any = None,
+                         delivery: Delivery | None = None) -> Any:
         """Run one protected call through the gate; a refusal comes back as _Refused.
 
         The caller waited for the protected calls in flight writing its facts (their
         writes read again) and claimed its own ``writes`` (docs/mcp.md, concurrent
         calls), so D(a) here is taken after them. ``open_effect``: whether a failure of
         the forward leaves the effect open (its reads spent: :meth:`FactBook.execute`).
+        ``delivery``: the call's client; once authorized, its leaving spends the reads at
+        once (:meth:`Delivery.arm`).
         """
         assert self.gw.facts is not None
         seen = view.seen
@@ -431,6 +446,10 @@ class _ToolCalls:
             self.gw.trace.authorized(view, name, n0, args, task=task, ticket=ticket,
                                      heads=heads)
             written.append(True)
+            self.unknowns.clear(view.sid, deps)
+            if delivery is not None:
+                delivery.arm(name, frozenset(deps), spender(self.gw.trace, view, name, deps,
+                                                            self.unknowns))
             return await forward(**a)
 
         try:
@@ -442,6 +461,9 @@ class _ToolCalls:
                                         heads=heads)
             raise
         replan = self._replans.after(view, name, deps, v, ticket, args, seen)
+        if v.reason == ARGS_TOO_LARGE:  # a bounded stand-in on the trace (QA qa-new18b #7)
+            args = recorded_args(args)
+            v = replace(v, call=replace(v.call, detail=f"{v.call.detail}; {KEPT}"))
         if not written:  # a refusal (an executed call's lines went before its forward)
             self.gw.trace.verdict(view.sid, name, v, args, task=task, replan=replan,
                                   plan_roots=ticket.roots if ticket else (), heads=heads)

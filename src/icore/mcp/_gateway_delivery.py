@@ -30,6 +30,21 @@ CANCELLED = "client_cancelled"
 GONE = "client_gone"
 """The result line's field of a call whose client went away before its result."""
 
+ABANDONED = "abandoned"
+"""How a client left a call whose request's handler was cancelled (a cancel or its
+session's end, not told apart yet: :meth:`Delivery.left`)."""
+
+
+STILL_RUNNING = {
+    CANCELLED: "no result yet: its client cancelled the request while its upstream ran it "
+               "(it may still be running there)",
+    GONE: "no result yet: its client went away while its upstream ran it (it may still be "
+          "running there)",
+    ABANDONED: "no result yet: its client cancelled the request or went away while its "
+               "upstream ran it (it may still be running there)",
+}
+"""What a call's reads were spent by when its client left it mid-call (the quoted error)."""
+
 
 class Delivery:
     """One tool call's client: whether it cancelled or went away before the result.
@@ -42,32 +57,75 @@ class Delivery:
         cancelled: the client sent ``notifications/cancelled`` for the request.
         abandoned: the request's handler ended before the result (a cancel, or the
             client session ended: an HTTP ``DELETE``, stdin closed).
+        gone: the request's HTTP connection was found closed (:meth:`look`), its handler
+            still running (a sessionless client that timed out: QA qa-new18b S1).
+        keys: D(a) of the protected call once authorized and sent (:meth:`arm`).
     """
 
-    __slots__ = ("abandoned", "cancelled", "link")
+    __slots__ = ("_spend", "abandoned", "cancelled", "gone", "keys", "link", "tool")
 
     def __init__(self, link: Any = None) -> None:
         self.link = link
         self.cancelled = False
         self.abandoned = False
+        self.gone = False
+        self.keys: frozenset[str] = frozenset()
+        self.tool = ""
+        self._spend: Callable[[str], object] | None = None
+
+    def left(self) -> str | None:
+        """How the client left the call: :data:`CANCELLED`, :data:`ABANDONED`, :data:`GONE`.
+
+        None while it has not.
+        """
+        if self.cancelled:
+            return CANCELLED
+        return ABANDONED if self.abandoned else GONE if self.gone else None
+
+    def arm(self, tool: str, keys: frozenset[str], spend: Callable[[str], object]) -> None:
+        """The protected call ``tool`` of D(a) ``keys`` is authorized and sent.
+
+        ``spend(why)`` is called once, as soon as its client leaves it (at once when it
+        already has): its session's reads of ``keys`` are spent while it may still run,
+        so a retry from the same read is refused (planfence: never act twice on one
+        read; QA qa-new18b S1). ``why``: :data:`STILL_RUNNING`'s text.
+        """
+        self.tool, self.keys, self._spend = tool, keys, spend
+        self.settle()
+
+    def settle(self) -> None:
+        """Spend the armed call's reads now if its client left it (once)."""
+        how = self.left()
+        if how is not None and self._spend is not None:
+            spend, self._spend = self._spend, None
+            spend(STILL_RUNNING[how])
+
+    async def look(self, sid: str, tool: str) -> bool:
+        """Whether the client is gone: its HTTP connection asked now, without waiting.
+
+        Found gone: :attr:`gone` set, the reads spent (:meth:`settle`) and one warning
+        line on stderr naming the session and tool.
+        """
+        if self.gone or self.link is None or not await self.link.gone_now():
+            return self.gone
+        self.gone = True
+        log.warning("an HTTP client went away mid-request (session %s: its connection "
+                    "closed while %s ran); the gateway goes on: the call runs to its end, "
+                    "is recorded client_gone, and the session's reads of its facts are "
+                    "spent", sid, tool)
+        self.settle()
+        return True
 
     async def undelivered(self, sid: str, tool: str) -> dict[str, Any]:
         """The result line's fields when the result cannot reach the client, else ``{}``.
 
         ``{"client_cancelled": true, "delivered": false}`` after the client's cancel;
         ``{"client_gone": true, "delivered": false}`` when its request ended otherwise or
-        its HTTP connection is closed (asked now, without waiting: the POST is still
-        open), with one warning line on stderr naming the session and tool.
+        its HTTP connection is closed (:meth:`look`).
         """
         if self.cancelled:
             return {CANCELLED: True, "delivered": False}
-        gone = self.abandoned
-        if not gone and self.link is not None:
-            gone = await self.link.gone_now()
-            if gone:
-                log.warning("an HTTP client went away mid-request (session %s: its "
-                            "connection closed while %s ran); the gateway goes on: the "
-                            "call ran to its end and is recorded client_gone", sid, tool)
+        gone = self.abandoned or await self.look(sid, tool)
         return {GONE: True, "delivered": False} if gone else {}
 
 
@@ -139,6 +197,7 @@ class Detached:
                 delivery.abandoned = True
                 self.wire.in_flight += 1  # still in flight: a stop waits for it
                 on_abandon()
+                delivery.settle()
             raise
         if "error" in box:
             raise box["error"]
@@ -149,6 +208,18 @@ class Detached:
         d = self._running.get(key)
         if d is not None:
             d.cancelled = True
+            d.settle()
+
+    async def look(self, sid: str) -> None:
+        """Ask each running call of session ``sid`` whether its HTTP client is gone.
+
+        A sessionless client (a bearer token, no MCP session) whose connection closed
+        mid-call sends no cancel: its call is found gone here, when the session's next
+        call arrives, and its reads spent before that call's gate (QA qa-new18b S1).
+        """
+        for k, d in list(self._running.items()):
+            if _of(k, sid) and d.link is not None and not d.left():
+                await d.look(sid, d.tool or "a call")
 
     def listen(self, server: Any, host: Any) -> Any:
         """Serve ``notifications/cancelled`` at the SDK ``server`` of gateway ``host``.
@@ -174,6 +245,11 @@ class Detached:
             await self._idle.wait()
 
 
+
+
+def _of(key: Hashable, sid: str) -> bool:
+    """Whether the request ``key`` (session id, request id) is of session ``sid``."""
+    return isinstance(key, tuple) and len(key) == 2 and key[0] == sid
 
 
 async def run_detached(host: Any, ctx: Any, sid: str,
@@ -205,4 +281,5 @@ async def run_detached(host: Any, ctx: Any, sid: str,
     return await host.wire.detached.run(call, delivery, (sid, str(rid)), on_abandon=abandoned)
 
 
-__all__ = ["CANCELLED", "GONE", "Delivery", "Detached", "run_detached"]
+__all__ = ["ABANDONED", "CANCELLED", "GONE", "STILL_RUNNING", "Delivery", "Detached",
+           "run_detached"]

@@ -98,7 +98,7 @@ def not_delivered(delivery: Any) -> str | None:
     """
     if delivery.cancelled:
         return "its result never reached the client (the client cancelled the request)"
-    if delivery.abandoned:
+    if delivery.abandoned or delivery.gone:
         return "its result never reached the client (the client went away first)"
     return None
 

@@ -200,14 +200,13 @@ class Agent(RunScopes):
                                 dict[str, list[tuple[Record, Hashable | None]]]] = OrderedDict()
         """Run scope -> key -> the versions read in it (with their turn stamps)."""
         self.scope_source: ScopeSource | None = None
-        """The application's run scope (``ws.agent(name, scope=f)``), asked after
-        :meth:`scope` and before what integrations detect."""
+        """The application's run scope (``ws.agent(name, scope=f)``), after :meth:`scope`."""
         self._detectors = ()
         self.turn_source: Callable[[], Hashable | None] | None = None
         """Where a read happens: a function returning the current model turn (or None).
 
-        Integrations set it (LangGraph: the graph's superstep), so a read made by a tool
-        of the same model message as a protected call never counts for that call."""
+        Integrations set it (LangGraph: the graph's superstep): a read of the same model
+        message as a protected call never counts for it."""
         self._turns: OrderedDict[tuple[Hashable | None, Hashable], dict[str, Record]] = \
             OrderedDict()
         self._actions: OrderedDict[RecordId, Record] = OrderedDict()
@@ -322,11 +321,9 @@ class Agent(RunScopes):
             OwnerUnavailable: the owner did not answer.
         """
         rec = self._read(key, stamp)
-        return None if rec is None else dataclasses.replace(rec,
-                                                            content=detached(rec.content))
+        return None if rec is None else dataclasses.replace(rec, content=detached(rec.content))
 
-    def _read_in(self, key: str, turn: Hashable | None,
-                 scope: Hashable | None) -> Record | None:
+    def _read_in(self, key: str, turn: Hashable | None, scope: Hashable | None) -> Record | None:
         """Read ``key`` as part of ``turn`` of ``scope`` (a value handed over)."""
         return self._read(key, turn, scope)
 
@@ -334,9 +331,9 @@ class Agent(RunScopes):
         """Read the current value of fact ``key``, recording the version seen.
 
         A protected call that depends on ``key`` derives from this version: it runs only
-        if the version is still the owner's head when the call is validated. The value is
-        a copy: changing it changes nothing stored. A fact never written raises unless
-        ``default`` is given (then ``default`` is returned and nothing is recorded).
+        if it is still the owner's head when the call is validated. The value is a copy.
+        A fact never written raises unless ``default`` is given (then returned; nothing
+        is recorded).
 
         Raises:
             FactNotWritten: the fact has no version yet and no ``default`` was given (the
@@ -364,11 +361,14 @@ class Agent(RunScopes):
         """The record ``rid`` as this agent knows it, or None (no str: WorkspaceError)."""
         return self._lookup(checked_rid(rid, self.name))
 
-    def forget(self, keys: Iterable[str] | None = None) -> None:
+    def forget(self, keys: Iterable[str] | None = None, *,
+               why: tuple[str, str] | None = None) -> None:
         """Forget the reads of ``keys`` (all when None), in every run scope.
 
         Dropped from every scope, every turn's snapshot and the one-replan tickets: calls
         depending on them are refused ``not_read`` until the agent reads them again.
+        ``why``: ``(tool, error)`` of a call whose outcome is unknown that spent them,
+        quoted by those refusals (``keys`` given; :mod:`._unknown`).
 
         Raises:
             WorkspaceError: ``keys`` is a str or not an iterable of str.
@@ -379,7 +379,7 @@ class Agent(RunScopes):
             for r in reads:  # a turn's snapshot: the basis its calls share
                 for k in list(r) if wanted is None else wanted:
                     r.pop(k, None)
-            self._exec.forget(wanted)
+            self._exec.forget(wanted, why)
 
     def _basis(self, turn: Hashable | None, scope: Hashable | None) -> dict[str, Record]:
         """The reads a call of ``turn`` in ``scope`` derives from.

@@ -142,12 +142,16 @@ class _Execution:
         self._tools: dict[tuple[str, bool], tuple[Any, ProtectedTool]] = {}
         self._static: dict[str, tuple[Any, frozenset[str]]] = {}
 
-    def forget(self, keys: frozenset[str] | None) -> None:
+    def forget(self, keys: frozenset[str] | None,
+               why: tuple[str, str] | None = None) -> None:
         """Drop the one-replan tickets of calls depending on ``keys`` (all when None).
 
         The agent forgot those reads: its next read of them is a new plan, not the replan.
+        ``why``: ``(tool, error)`` that spent them (:meth:`Spent.everywhere`).
         """
         with self._lock:
+            if why is not None and keys:
+                self.spent.everywhere(keys, *why)
             if keys is None:
                 self._tickets.clear()
                 return

@@ -172,6 +172,13 @@ class Spent:
             while len(self._spent) > _MAX_SPENT:
                 self._spent.popitem(last=False)
 
+    def everywhere(self, keys: Iterable[str], tool: str, error: str) -> None:
+        """:meth:`spend` ``keys`` in every run scope the agent has read in (and None)."""
+        wanted = frozenset(keys)
+        with self._lock:
+            for scope in {None, *self._seen}:
+                self.spend(scope, wanted, tool, error)
+
     def read(self, scope: Hashable | None, keys: Iterable[str]) -> None:
         """The agent read ``keys`` again in ``scope``: they back calls again."""
         with self._lock:
