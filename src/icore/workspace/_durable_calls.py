@@ -26,9 +26,10 @@ an ``unknown`` one: refused :data:`EARLIER_UNKNOWN`, the model told the
 unknown-outcome text (the row becomes ``told`` and keeps refusing the same call: a saved
 conversation resumed again replays the same tool call, which must not run then either,
 QA qa-new18a S1; the model's new decision after its check is a new tool call, with a new
-id); a ``ran`` row: refused :data:`ALREADY_RAN` with the result. Finished rows (``ran``, ``told``) older than :data:`KEEP_S` or beyond the newest
-:data:`KEEP_ROWS`, and unfinished ones older than :data:`KEEP_S`, are pruned (when the
-file is opened and every :data:`_PRUNE_EVERY` claims).
+id); a ``ran`` row: refused :data:`ALREADY_RAN` with the result. Finished rows (``ran``,
+``told``) older than :data:`KEEP_S` or beyond the newest :data:`KEEP_ROWS`, and
+unfinished ones older than :data:`KEEP_S`, are pruned (when the file is opened and every
+:data:`_PRUNE_EVERY` claims).
 """
 
 from __future__ import annotations
