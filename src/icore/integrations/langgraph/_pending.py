@@ -20,7 +20,7 @@ is dropped once the call is decided (ran, refused, rejected).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,13 +142,26 @@ def restore(agent: Agent, book_key: Hashable, tool: str, file: PendingFile,
     if pending is None:
         return None
     try:
-        restore_reads(agent, dict(pending.asked[-1].basis), turn=turn)
+        got = restore_reads(agent, dict(pending.asked[-1].basis), turn=turn)
     except WorkspaceError as exc:
         raise PendingUnreadable(str(exc)) from None
-    for req in pending.asked:
-        agent.approvals.note(book_key, req)
+    for req in pending.asked:  # shown again with the versions' values (QA qa-new18a #6)
+        agent.approvals.note(book_key, with_values(req, got))
     return Resumed(pending, tool)
 
 
+def with_values(req: ApprovalRequest, records: Mapping[str, Any]) -> ApprovalRequest:
+    """``req`` carrying the values of the versions it cites (same id), when all are given.
+
+    A request kept on disk holds record ids only; the records restored from their owners
+    give the human the values the call was planned from again, as the first question did.
+    """
+    recs = [r for k, rid in req.basis if (r := records.get(k)) is not None and r.id == rid]
+    if not recs or len(recs) != len(req.basis):
+        return req
+    again = ApprovalRequest.of(req.action, req.args, recs)
+    return again if again.id == req.id else req
+
+
 __all__ = ["PendingCall", "PendingUnreadable", "Resumed", "open_pending", "restore",
-           "unreadable_message"]
+           "unreadable_message", "with_values"]

@@ -445,7 +445,8 @@ class RecordingHandler(BaseCallbackHandler):
         with self._lock:
             asked, self._questions = self._questions, []
         got = paired([(i, v) for _, i, v in asked], resume)
-        self.heard_answers.heard([r for _, v, _ in got if (r := approval_id(v)) is not None])
+        self.heard_answers.heard([r for _, v, _ in got if (r := approval_id(v)) is not None],
+                                 resume)
         if not asked:
             return
         for tool, args, said in human_decisions([(i, v) for _, i, v in asked], resume):
