@@ -304,3 +304,19 @@ def test_resumed_call_killed_mid_body_never_runs_twice(tmp_path: Path) -> None:
     assert len(c2) == 1 and "(earlier_outcome_unknown)" in c2[0], out.stdout
     assert _effects(db) == ["die refund 42 9.5"]
 
+
+
+def test_a_deleted_pending_row_says_where_it_was_looked_for(tmp_path: Path) -> None:
+    """The kept question was deleted while the human decided: the resumed call fails
+    closed (nothing runs) and the model's text names the file it was looked for in
+    (QA qa-new18a #10), not only the generic "reads are kept in memory"."""
+    app, db = _paused_then_killed(tmp_path, "record")
+    with closing(sqlite3.connect(db / "icore-attempts.sqlite")) as con:
+        con.execute("DELETE FROM pending_approvals")
+        con.commit()
+    out = _resume(tmp_path, app, db, "record", "approve")
+    assert _effects(db) == []
+    c2 = [ln for ln in out.splitlines() if ln.startswith("TOOL refund c2 ")]
+    assert len(c2) == 1 and "(not_read)" in c2[0], out
+    assert "no approval request is kept for this call in" in c2[0]
+    assert "icore-attempts.sqlite (table pending_approvals" in c2[0]

@@ -302,8 +302,8 @@ class RecordingHandler(BaseCallbackHandler):
                 if isinstance(inputs, Command):
                     self._decided(inputs.resume)
                 return
-            with self._lock:
-                self._ended = None
+            with self._lock:  # a new run: no resume's answer stands
+                self._ended, self.heard_answers.resume = None, None
             self.recorder.task(_content(first) if first is not None else inputs)
         # a node's own run (not its inner runnables, not the subgraph run it hosts)
         if node is not None and name == node and not (

@@ -77,6 +77,7 @@ from icore.integrations.langgraph._fenced_node import (
 from icore.integrations.langgraph._pending import (
     PendingCall,
     PendingUnreadable,
+    lost_request,
     open_pending,
     unreadable_message,
 )
@@ -460,6 +461,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                                           recorder=rec, call_id=call_id,
                                           durable=disk[1] if disk is not None else None)
                         refused_unread(told, gated)  # the human did answer (QA qa-new18a)
+                        lost_request(pend, gated, getattr(handler_answers(config), "resume",
+                                                          None))
                 else:
                     r = f.plan_roots(runtime, args)
                     gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
@@ -536,6 +539,8 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                                                  recorder=rec, call_id=call_id,
                                                  durable=disk[1] if disk is not None else None)
                         refused_unread(told, gated)
+                        lost_request(pend, gated, getattr(handler_answers(config), "resume",
+                                                          None))
                 else:
                     r = f.plan_roots(runtime, args)
                     gated = await guard.arun(base.name, call, f.plan_args(norm, r), r,
