@@ -20,6 +20,7 @@ is dropped once the call is decided (ran, refused, rejected).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,10 +181,11 @@ def with_values(req: ApprovalRequest, records: Mapping[str, Any]) -> ApprovalReq
     give the human the values the call was planned from again, as the first question did.
     """
     recs = [r for k, rid in req.basis if (r := records.get(k)) is not None and r.id == rid]
-    if not recs or len(recs) != len(req.basis):
+    if not recs or len(recs) != len(req.basis) or not all(r.has_content for r in recs):
         return req
-    again = ApprovalRequest.of(req.action, req.args, recs)
-    return again if again.id == req.id else req
+    # the id (and anything else it binds) is kept: the record ids already bind the values
+    return dataclasses.replace(req, values=tuple(sorted(((r.key, r.content) for r in recs),
+                                                        key=lambda kv: kv[0])))
 
 
 __all__ = ["PendingCall", "PendingUnreadable", "Resumed", "lost_request", "open_pending",
