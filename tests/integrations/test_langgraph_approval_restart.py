@@ -99,10 +99,16 @@ async def arefund(order_id: int, amount: float) -> str:
         f.write(f"{PHASE} refund {order_id} {amount}\n")
     return f"refunded {amount}"
 
+TWO = os.environ.get("TWO") == "1"  # two refunds in one message: asked one at a time
+if TWO and ws.head("order/43") is None:
+    ws.put("order/43", {"city": "Paris", "total": 12.0})
 SCRIPT = [
-    AIMessage("", tool_calls=[{"name": "get_order", "args": {"order_id": 42}, "id": "c1"}]),
+    AIMessage("", tool_calls=[{"name": "get_order", "args": {"order_id": 42}, "id": "c1"}]
+              + ([{"name": "get_order", "args": {"order_id": 43}, "id": "c0"}] if TWO else [])),
     AIMessage("", tool_calls=[{"name": "refund", "args": {"order_id": 42, "amount": 9.5},
-                               "id": "c2"}]),
+                               "id": "c2"}]
+              + ([{"name": "refund", "args": {"order_id": 43, "amount": 2.0}, "id": "c3"}]
+                 if TWO else [])),
     AIMessage("done"),
 ]
 class S(TypedDict):
@@ -132,7 +138,9 @@ with RunRecorder(f"orders-{PHASE}", path=TRACE) as rec:
         inp = None
     out = asyncio.run(app.ainvoke(inp, cfg)) if ASYNC else app.invoke(inp, cfg)
     if "__interrupt__" in out:
+        import json
         print("PAUSED", flush=True)
+        print("ASKED", json.dumps([i.value for i in out["__interrupt__"]]), flush=True)
         if PHASE == "run":
             time.sleep(1000)  # the human takes their time: the process is killed here
     for m in out["messages"]:
@@ -141,15 +149,17 @@ with RunRecorder(f"orders-{PHASE}", path=TRACE) as rec:
 '''
 
 
-def _env(aio: bool = False) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": SRC, "ASYNC": "1" if aio else "0"}
+def _env(aio: bool = False, two: bool = False) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": SRC, "ASYNC": "1" if aio else "0",
+            "TWO": "1" if two else "0"}
 
 
-def _paused_then_killed(tmp_path: Path, saver: str, aio: bool = False) -> tuple[Path, Path]:
+def _paused_then_killed(tmp_path: Path, saver: str, aio: bool = False,
+                        two: bool = False) -> tuple[Path, Path]:
     app, db = tmp_path / "app.py", tmp_path / "db"
     app.write_text(APP)
     proc = subprocess.Popen([sys.executable, str(app), "run", str(db), saver,
-                             str(tmp_path / "t1.jsonl")], env=_env(aio),
+                             str(tmp_path / "t1.jsonl")], env=_env(aio, two),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -166,9 +176,9 @@ def _paused_then_killed(tmp_path: Path, saver: str, aio: bool = False) -> tuple[
 
 
 def _resume(tmp_path: Path, app: Path, db: Path, saver: str, phase: str,
-            aio: bool = False) -> str:
+            aio: bool = False, two: bool = False) -> str:
     done = subprocess.run([sys.executable, str(app), phase, str(db), saver,
-                           str(tmp_path / "t2.jsonl")], env=_env(aio), capture_output=True,
+                           str(tmp_path / "t2.jsonl")], env=_env(aio, two), capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
@@ -239,6 +249,28 @@ def test_head_moved_while_waiting_is_refused_stale(tmp_path: Path) -> None:
     assert _effects(db) == []
     c2 = [ln for ln in out.splitlines() if ln.startswith("TOOL refund c2 ")]
     assert len(c2) == 1 and "Munich" in c2[0] and "not_read" not in c2[0], out
+    # the human did approve (before the gate refused the stale call): in the new trace,
+    # linked to the run that asked (QA qa-new18a #3)
+    said = [ln for ln in _lines(tmp_path / "t2.jsonl")
+            if ln.get("answered_by") == "human" and ln["kind"] == "thought"]
+    assert [ln["decision"] for ln in said] == ["approve"], said
+    assert "asked in run orders-run" in str(said[0]["content"])
+    audit = " ".join(_audit(tmp_path, "t1.jsonl", "t2.jsonl").split())
+    assert "orders-moved: 1 (1 blocked); 1 approved by a human" in audit, audit
+
+
+def test_the_question_asked_after_a_restart_shows_the_values(tmp_path: Path) -> None:
+    """Two refunds in one message, the first process killed at the first question: the
+    second question, asked by the resuming process, shows each version's value as the
+    first did (QA qa-new18a #6)."""
+    app, db = _paused_then_killed(tmp_path, "record", two=True)
+    out = _resume(tmp_path, app, db, "record", "approve", two=True)
+    [asked] = [json.loads(ln[6:]) for ln in out.splitlines() if ln.startswith("ASKED ")]
+    [question] = asked
+    req = question["planfence.approval"]
+    assert req["args"]["order_id"] == 43, req
+    assert req["basis"][0]["key"] == "order/43"
+    assert req["basis"][0]["value"] == {"city": "Paris", "total": 12.0}, req
 
 
 def test_pending_state_corrupt_fails_closed(tmp_path: Path) -> None:
@@ -272,3 +304,19 @@ def test_resumed_call_killed_mid_body_never_runs_twice(tmp_path: Path) -> None:
     assert len(c2) == 1 and "(earlier_outcome_unknown)" in c2[0], out.stdout
     assert _effects(db) == ["die refund 42 9.5"]
 
+
+
+def test_a_deleted_pending_row_says_where_it_was_looked_for(tmp_path: Path) -> None:
+    """The kept question was deleted while the human decided: the resumed call fails
+    closed (nothing runs) and the model's text names the file it was looked for in
+    (QA qa-new18a #10), not only the generic "reads are kept in memory"."""
+    app, db = _paused_then_killed(tmp_path, "record")
+    with closing(sqlite3.connect(db / "icore-attempts.sqlite")) as con:
+        con.execute("DELETE FROM pending_approvals")
+        con.commit()
+    out = _resume(tmp_path, app, db, "record", "approve")
+    assert _effects(db) == []
+    c2 = [ln for ln in out.splitlines() if ln.startswith("TOOL refund c2 ")]
+    assert len(c2) == 1 and "(not_read)" in c2[0], out
+    assert "no approval request is kept for this call in" in c2[0]
+    assert "icore-attempts.sqlite (table pending_approvals" in c2[0]

@@ -39,6 +39,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 def test_every_reason_code_is_in_the_table() -> None:
     """The gate's reasons, the workspace's, the integrations' and the gateway's hints."""
     from icore.integrations._rerun import RETRY_UNKNOWN
+    from icore.integrations.openai_agents._sdk_answers import STORE_FAILED
     from icore.mcp._gateway_refusal import HINT
     from icore.workspace import ALREADY_RAN, CALL_RUNNING, EARLIER_UNKNOWN
     from icore.workspace._call import _HINTS
@@ -46,7 +47,7 @@ def test_every_reason_code_is_in_the_table() -> None:
     codes = {r.value for r in Reason} | {NOT_READ, REJECTED, APPROVAL_CHANGED, ARGS_NOT_JSON,
                                          ARGS_TOO_LARGE, INVALID_ARGUMENTS, RETRY_UNKNOWN,
                                          "unknown_tool", CALL_RUNNING, ALREADY_RAN,
-                                         EARLIER_UNKNOWN} | set(HINT) | set(_HINTS)
+                                         EARLIER_UNKNOWN, STORE_FAILED} | set(HINT) | set(_HINTS)
     assert codes <= set(REFUSAL_REASONS), codes - set(REFUSAL_REASONS)
     assert not set(REASON_ALIASES) & set(REFUSAL_REASONS)  # an old name is no reason
     assert canonical_reason("args_invalid") == INVALID_ARGUMENTS

@@ -398,3 +398,24 @@ def test_a_call_refused_running_spends_the_reads_of_its_scope(tmp_path: Path) ->
     after = desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
                          call_id="c2")
     assert after.executed and ran == ["A1", "A1"]
+
+
+def test_a_corrupt_attempts_file_is_a_store_error_naming_it(tmp_path: Path) -> None:
+    """Not a database: every integration's call (through ``execute``) gets the typed
+    ``StoreError`` with the path and a fix, never a bare ``sqlite3.DatabaseError``, and
+    nothing runs (QA qa-new18a #4)."""
+    from icore.errors import StoreError
+    from icore.workspace._durable_calls import attempts_in
+    desk, ran = _desk(tmp_path), []
+    (tmp_path / FILE_NAME).write_bytes(b"\x13" * 100 + b"not a database")
+    with pytest.raises(StoreError, match="attempts file: file is not a database") as got:
+        desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
+                     call_id="c1")
+    assert not isinstance(got.value, sqlite3.Error)
+    assert got.value.fields["path"] == str(tmp_path.resolve() / FILE_NAME)
+    assert "move the file away" in got.value.fields["fix"]
+    assert ran == []
+    (tmp_path / FILE_NAME).unlink()  # moved away, as the fix says: the call runs
+    assert attempts_in(tmp_path).rows() == {}
+    assert desk.execute("pay", _pay(ran), {"order": "A1"}, depends_on=["pay/A1"],
+                        call_id="c1").executed and ran == ["A1"]

@@ -71,6 +71,8 @@ REFUSAL_REASONS: Mapping[str, str] = MappingProxyType({
     "(a Workspace.sqlite folder's attempts file); it is not run twice",
     "already_ran": "before the gate: the same call ran before a restart; its recorded "
     "result is handed back, it is not run twice",
+    "store_failed": "before the gate: the attempts file of the Workspace.sqlite folder "
+    "failed (not a database, unwritable, locked); a StoreError names it, nothing ran",
     "unknown_tool": "the model called a tool the agent does not have (recorded output)",
     "no_session": "MCP gateway: an HTTP call with neither a session nor a client identity",
     "dependency_unreadable": "MCP gateway: a resource the call depends on could not be "

@@ -27,9 +27,10 @@ unknown-outcome text (the row becomes ``told`` and keeps refusing the same call:
 conversation resumed again replays the same tool call, which must not run then either,
 QA qa-new18a S1; the model's new decision after its check is a new tool call, with a new
 id); a ``ran`` row: refused :data:`ALREADY_RAN` with the result. Finished rows (``ran``,
-``told``) older than :data:`KEEP_S` or beyond the newest :data:`KEEP_ROWS`, and
-unfinished ones older than :data:`KEEP_S`, are pruned (when the file is opened and every
-:data:`_PRUNE_EVERY` claims).
+``told``) older than :data:`KEEP_S` or beyond the newest :data:`KEEP_ROWS`, and unfinished
+ones older than :data:`KEEP_S`, are pruned (when the file is opened and every
+:data:`_PRUNE_EVERY` claims). A failing file (not a database, unwritable, locked) is a
+:class:`~icore.errors.StoreError` naming it, whichever integration called (nothing runs).
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from icore._flock import close_lock, locked_elsewhere, open_lock
+from icore.errors import StoreError
 from icore.workspace._call import Call, _Rejected
 from icore.workspace._errors import WorkspaceError
 from icore.workspace._unknown import (
@@ -126,9 +128,13 @@ class AttemptsFile:
         keep_s: seconds a finished or unfinished call is kept (> 0).
         keep_rows: most finished calls kept (>= 1).
 
+    Every method that touches the file raises :class:`~icore.errors.StoreError` (fields
+    ``path`` and ``fix``) when it fails - not a database, unwritable, locked past 30 s -
+    never a bare ``sqlite3.Error`` (QA qa-new18a #4): the call it guards does not run.
+
     Raises:
         ValueError: ``keep_s`` <= 0 or ``keep_rows`` < 1.
-        OSError / sqlite3.Error: the files cannot be created or opened.
+        StoreError: the files cannot be created or opened.
     """
 
     def __init__(self, folder: Path, *, keep_s: float = KEEP_S,
@@ -143,8 +149,21 @@ class AttemptsFile:
         self._db: sqlite3.Connection | None = None
         self._claims = 0
         self.holder = ""
-        with self._lock:
+        with self._lock, self._failing("cannot open"):
             self._open()
+
+    @contextlib.contextmanager
+    def _failing(self, what: str) -> Iterator[None]:
+        """A failure of the file inside the block, as a :class:`StoreError`."""
+        try:
+            yield
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"{what} the fenced calls' attempts file: {exc}",
+                             path=str(self.folder / FILE_NAME),
+                             fix="move the file away (it keeps only the attempts of calls "
+                             "in flight and finished ones for a while; its pending approval "
+                             "requests are lost too, those calls are asked again) or make "
+                             "it and its folder writable; no tool body ran") from exc
 
     def _open(self) -> None:
         """Under the lock: this process's holder, lock file and connection.
@@ -203,7 +222,7 @@ class AttemptsFile:
 
     def _take(self, key: str, tool: str | None) -> Found | None:
         """Find ``key``'s earlier attempt; with ``tool``, claim the call when none stands."""
-        with self._lock:
+        with self._lock, self._failing("cannot use"):
             db = self._conn()
             if tool is None:  # a look: no write lock unless an earlier attempt stands
                 row = db.execute("SELECT how FROM calls WHERE key = ?", (key,)).fetchone()
@@ -250,7 +269,7 @@ class AttemptsFile:
         refuses the same call again: only a new call id runs).
 
         Raises:
-            sqlite3.Error: the file failed (the call must not run).
+            StoreError: the file failed (the call must not run).
         """
         return self._take(key, None)
 
@@ -260,7 +279,7 @@ class AttemptsFile:
         Otherwise the earlier attempt found (nothing is claimed: the body must not run).
 
         Raises:
-            sqlite3.Error: the file failed (the body must not run).
+            StoreError: the file failed (the body must not run).
         """
         return self._take(key, tool)
 
@@ -275,7 +294,7 @@ class AttemptsFile:
         """
         if how not in (RAN, UNKNOWN, None):
             raise ValueError(f"how must be ran, unknown or None, got {how!r}")
-        with self._lock:
+        with self._lock, self._failing("cannot write the outcome to"):
             db = self._conn()
             if how is None:
                 db.execute("DELETE FROM calls WHERE key = ? AND holder = ?",
@@ -287,7 +306,7 @@ class AttemptsFile:
 
     def prune(self) -> None:
         """Drop calls past :attr:`keep_s` and finished ones beyond :attr:`keep_rows`."""
-        with self._lock:
+        with self._lock, self._failing("cannot prune"):
             self._prune(self._conn())
 
     def _prune(self, db: sqlite3.Connection) -> None:
@@ -303,7 +322,7 @@ class AttemptsFile:
 
     def rows(self) -> dict[str, tuple[str, str | None]]:
         """Key -> ``(how, value)`` of every call held (for tests and diagnostics)."""
-        with self._lock:
+        with self._lock, self._failing("cannot read"):
             return {k: (h, v) for k, h, v in self._conn().execute(
                 "SELECT key, how, value FROM calls")}
 
@@ -342,7 +361,7 @@ class Claim:
         """Before the gate: the refused :class:`Call` when an earlier attempt stands.
 
         Raises:
-            sqlite3.Error: the attempts file failed (fail closed: nothing runs).
+            StoreError: the attempts file failed (fail closed: nothing runs).
         """
         found = self.found = self.file.look(self.key)
         if found is None:
@@ -355,7 +374,7 @@ class Claim:
 
         Raises:
             _Rejected: an earlier attempt stands (its reason and detail); nothing runs.
-            sqlite3.Error: the attempts file failed (nothing runs).
+            StoreError: the attempts file failed (nothing runs).
         """
         found = self.found = self.file.claim(self.key, self.action)
         if found is not None:
@@ -409,7 +428,7 @@ def attempts_in(folder: Path) -> AttemptsFile:
     """The one :class:`AttemptsFile` of ``folder`` in this process (opened on first use).
 
     Raises:
-        OSError / sqlite3.Error: the files cannot be created or opened.
+        StoreError: the files cannot be created or opened (fields ``path``, ``fix``).
     """
     path = Path(folder).resolve()
     with _FILES_LOCK:

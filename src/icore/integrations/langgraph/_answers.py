@@ -17,6 +17,7 @@ before the pending question were recorded when they were given).
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -31,6 +32,8 @@ from icore.integrations.langgraph._reviewed import UNMATCHED, human_decisions
 from icore.workspace import APPROVAL_FIELD
 
 _PAST = {"approve": "approved", "reject": "rejected"}
+_INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
+"""LangGraph's interrupt ids (the keys of a ``Command(resume={id: answer})``)."""
 """A yes or no to a call, as the Agents SDK recording says it."""
 
 
@@ -59,11 +62,18 @@ class HeardAnswers:
     def __init__(self) -> None:
         self._ids: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self.resume: Any = None
+        """The ``Command(resume=...)`` value of the resume being seen (None: none)."""
 
-    def heard(self, request_ids: list[str]) -> None:
-        """A resume starts: these requests' answers were recorded (the earlier forgotten)."""
+    def heard(self, request_ids: list[str], resume: Any = None) -> None:
+        """A resume starts: these requests' answers were recorded (the earlier forgotten).
+
+        ``resume``: the resume's value, for a call to record before its gate decides
+        (:meth:`CallAnswers.early`).
+        """
         with self._lock:
             self._ids = Counter(request_ids)
+            self.resume = resume
 
     def claim(self, request_id: str) -> bool:
         """Whether an answer to ``request_id`` was recorded in this resume (taken once)."""
@@ -122,8 +132,65 @@ class CallAnswers:
 
         return ask
 
-    def write(self, payload: Any, answer: Any) -> None:
-        """Record ``answer`` to question ``payload``, unless the handler already did."""
+    def early(self, asked: Any) -> None:
+        """Record the human's answer before the gate decides, when it names this call.
+
+        The gate refuses a stale call before its approval is read, so an answer read only
+        then was never recorded (approved while the fact changed, refused ``stale``: no
+        "a human approved" line under a handler that did not see the pause, QA
+        qa-new18a #3). When this invocation resumes a question of this call (``asked``:
+        its requests in order, the last one pending) and the resume's value (the run's
+        handler's :attr:`HeardAnswers.resume`; or a mapping of one interrupt id to it)
+        is an answer naming that request's id (``req.approve()`` / ``req.reject()``), it
+        is written now, once, as :meth:`write`. Any other answer (a bare ``True``: with
+        several questions pending, LangGraph pairs it) is written when the call reads it,
+        or by :meth:`unread` when the gate refuses the call first.
+        """
+        got, i = self._answer(), self.start - 1
+        named = got.get(APPROVAL_FIELD) if isinstance(got, Mapping) else None
+        if i < 0 or len(asked) <= i or named != asked[i].id:
+            return
+        with self._lock:
+            if i in self._told:
+                return
+            self._told.add(i)
+        self.write(asked[i].payload(), got)
+
+    def unread(self, asked: Any) -> None:
+        """The gate refused the call before it read the pending answer: write it now.
+
+        ``asked``: the call's requests in order (the last one pending). The resume's
+        value is taken as this call's answer (the call's question was pending; the
+        human answered). Once, as :meth:`write`, naming the ``task`` of the refusal just
+        recorded for it (the audit links the answer to that action exactly).
+        """
+        got, i = self._answer(), self.start - 1
+        if got is None or i < 0 or len(asked) <= i or self.rec is None:
+            return
+        with self._lock:
+            if i in self._told:
+                return
+            self._told.add(i)
+        req = asked[i]
+        task = next((e["task"] for e in reversed(list(self.rec.events))
+                     if e.get("kind") == "tool_output" and e.get("tool") == req.action
+                     and e.get("blocked") is True and isinstance(e.get("task"), str)
+                     and e.get("args") == dict(req.args)), None)
+        self.write(req.payload(), got, task)
+
+    def _answer(self) -> Any:
+        """The resume's value (one interrupt id's answer taken out), None: no resume."""
+        got = self.heard.resume if self.heard is not None else None
+        if isinstance(got, Mapping) and len(got) == 1 and all(
+                isinstance(k, str) and _INTERRUPT_ID.fullmatch(k) for k in got):
+            got = next(iter(got.values()))
+        return got
+
+    def write(self, payload: Any, answer: Any, task: str | None = None) -> None:
+        """Record ``answer`` to question ``payload``, unless the handler already did.
+
+        ``task``: the action the answer is linked to (a call refused before it read it).
+        """
         rid = approval_id(payload)
         if self.rec is None or rid is None or (self.heard is not None
                                                and self.heard.claim(rid)):
@@ -131,7 +198,7 @@ class CallAnswers:
         for tool, args, said in human_decisions([(None, plain_data(payload))], answer):
             text = answer_text(tool, json.dumps(plain_data(args), sort_keys=True,
                                                 default=str), said)
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {"task": task} if task else {}
             if self.resumed is not None:
                 p = self.resumed.pending
                 text += (f" (resumed approval for call {p.call_id} asked in run "
@@ -139,6 +206,17 @@ class CallAnswers:
                 extra["resumed"] = {"run": p.run, "tool_call_id": p.call_id, "request": rid}
             self.rec.add(self.who, "thought", text, answered_by="human", decision=said,
                          tool=tool, args=args, **extra)
+
+
+def refused_unread(approve: Any, gated: Any) -> None:
+    """After the gate: a refused call that never read its pending answer records it.
+
+    ``approve``: what :meth:`~._fenced_node._Fenced.approver` returned (its ``unread``
+    attribute: :meth:`CallAnswers.unread` for the call's requests; None: nothing).
+    """
+    unread = getattr(approve, "unread", None)
+    if callable(unread) and not getattr(gated, "executed", True):
+        unread()
 
 
 def handler_answers(config: Any) -> HeardAnswers | None:
@@ -152,4 +230,5 @@ def handler_answers(config: Any) -> HeardAnswers | None:
     return None
 
 
-__all__ = ["CallAnswers", "HeardAnswers", "answer_text", "approval_id", "handler_answers"]
+__all__ = ["CallAnswers", "HeardAnswers", "answer_text", "approval_id", "handler_answers",
+           "refused_unread"]

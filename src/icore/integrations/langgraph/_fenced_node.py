@@ -396,6 +396,8 @@ class _Fenced:
             return None
         told = CallAnswers(*tell, pend.resumed if pend is not None else None,
                            len(book.asked(key))) if self.approval and tell else None
+        if told is not None:  # before the gate: a stale refusal reads no answer
+            told.early(book.asked(key))
 
         scope = pending_scope(key)
 
@@ -419,6 +421,8 @@ class _Fenced:
                 granted.append(req.id)
             return verdict.approved
 
+        if told is not None:  # a refusal before the answer is read (refused_unread)
+            approve.unread = lambda: told.unread(book.asked(key))  # type: ignore[attr-defined]
         return approve
 
     def replayed(self, key: Hashable, turn: Hashable | None) -> tuple[bool, Any]:

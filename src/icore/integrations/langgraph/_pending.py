@@ -20,7 +20,8 @@ is dropped once the call is decided (ran, refused, rejected).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import dataclasses
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from icore.integrations._pending_file import (
     PendingUnreadable,
     pending_in,
 )
-from icore.workspace import Agent, ApprovalRequest, WorkspaceError, restore_reads
+from icore.workspace import NOT_READ, Agent, ApprovalRequest, WorkspaceError, restore_reads
 
 
 @dataclass
@@ -117,6 +118,29 @@ def open_pending(agent: Agent | None, approval: bool, book_key: Hashable, tool: 
     return PendingCall(file, disk[1], tool, thread, call_id, rec, who, resumed)
 
 
+def lost_request(pend: PendingCall | None, gated: Any, resume: Any) -> None:
+    """A resumed run's call refused ``not_read`` with no kept request: say where it was.
+
+    The generic ``not_read`` text ("reads are kept in memory") does not tell an operator
+    that the approval request kept on disk was not found (QA qa-new18a #10: the attempts
+    file or its row deleted). ``resume``: the run's ``Command(resume=...)`` value (None:
+    not a resume: nothing changes).
+
+    Raises:
+        ToolException: that call, with the message naming the file (nothing ran).
+    """
+    if (pend is None or pend.resumed is not None or resume is None
+            or getattr(gated, "executed", True) or getattr(gated, "reason", "") != NOT_READ):
+        return
+    from langchain_core.tools import ToolException
+    raise ToolException(
+        f"PlanFence blocked {pend.tool} (not_read): no approval request is kept for this "
+        f"call in {pend.file.path} (table pending_approvals; if the human was asked about "
+        f"it before a restart, the file or its row was deleted, or was older than 7 "
+        f"days), so an answer cannot be tied to the versions the call was decided from; "
+        f"nothing ran. {gated.model_message}")
+
+
 def unreadable_message(tool: str, why: str) -> str:
     """What the model reads for a call whose kept pending approval cannot be used."""
     return (f"PlanFence refused {tool} (not_read): the pending approval kept for this call "
@@ -142,13 +166,27 @@ def restore(agent: Agent, book_key: Hashable, tool: str, file: PendingFile,
     if pending is None:
         return None
     try:
-        restore_reads(agent, dict(pending.asked[-1].basis), turn=turn)
+        got = restore_reads(agent, dict(pending.asked[-1].basis), turn=turn)
     except WorkspaceError as exc:
         raise PendingUnreadable(str(exc)) from None
-    for req in pending.asked:
-        agent.approvals.note(book_key, req)
+    for req in pending.asked:  # shown again with the versions' values (QA qa-new18a #6)
+        agent.approvals.note(book_key, with_values(req, got))
     return Resumed(pending, tool)
 
 
-__all__ = ["PendingCall", "PendingUnreadable", "Resumed", "open_pending", "restore",
-           "unreadable_message"]
+def with_values(req: ApprovalRequest, records: Mapping[str, Any]) -> ApprovalRequest:
+    """``req`` carrying the values of the versions it cites (same id), when all are given.
+
+    A request kept on disk holds record ids only; the records restored from their owners
+    give the human the values the call was planned from again, as the first question did.
+    """
+    recs = [r for k, rid in req.basis if (r := records.get(k)) is not None and r.id == rid]
+    if not recs or len(recs) != len(req.basis) or not all(r.has_content for r in recs):
+        return req
+    # the id (and anything else it binds) is kept: the record ids already bind the values
+    return dataclasses.replace(req, values=tuple(sorted(((r.key, r.content) for r in recs),
+                                                        key=lambda kv: kv[0])))
+
+
+__all__ = ["PendingCall", "PendingUnreadable", "Resumed", "lost_request", "open_pending",
+           "restore", "unreadable_message", "with_values"]

@@ -302,8 +302,8 @@ class RecordingHandler(BaseCallbackHandler):
                 if isinstance(inputs, Command):
                     self._decided(inputs.resume)
                 return
-            with self._lock:
-                self._ended = None
+            with self._lock:  # a new run: no resume's answer stands
+                self._ended, self.heard_answers.resume = None, None
             self.recorder.task(_content(first) if first is not None else inputs)
         # a node's own run (not its inner runnables, not the subgraph run it hosts)
         if node is not None and name == node and not (
@@ -445,7 +445,8 @@ class RecordingHandler(BaseCallbackHandler):
         with self._lock:
             asked, self._questions = self._questions, []
         got = paired([(i, v) for _, i, v in asked], resume)
-        self.heard_answers.heard([r for _, v, _ in got if (r := approval_id(v)) is not None])
+        self.heard_answers.heard([r for _, v, _ in got if (r := approval_id(v)) is not None],
+                                 resume)
         if not asked:
             return
         for tool, args, said in human_decisions([(i, v) for _, i, v in asked], resume):

@@ -59,7 +59,7 @@ from icore.integrations._recorder_lines import asked_as
 from icore.integrations._rerun import unknown_outcome_text
 from icore.integrations._scope_once import one_call
 from icore.integrations._tool_failed import MAX_ERROR_CHARS, describe, message_of
-from icore.integrations.langgraph._answers import handler_answers
+from icore.integrations.langgraph._answers import handler_answers, refused_unread
 from icore.integrations.langgraph._attempts_db import AttemptsFile
 from icore.integrations.langgraph._branches import branch_here
 from icore.integrations.langgraph._dup_ids import DuplicateIds
@@ -77,6 +77,7 @@ from icore.integrations.langgraph._fenced_node import (
 from icore.integrations.langgraph._pending import (
     PendingCall,
     PendingUnreadable,
+    lost_request,
     open_pending,
     unreadable_message,
 )
@@ -452,13 +453,16 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 if agent_mode:
                     with one_call():  # D(a) asked once: the approval's request and the gate
                         pend = pending(key, disk, call_id, rec, norm, f.turn(runtime, call_id))
-                        approve = reviewed(runtime, norm, call_id, f.approver(
-                            key, granted, lambda: signal(attempt, call_id), pend,
-                            (*speaker(rec, call_id), handler_answers(config))))
+                        told = f.approver(key, granted, lambda: signal(attempt, call_id),
+                                          pend, (*speaker(rec, call_id), handler_answers(config)))
                         gated = guard.run(base.name, call, norm,
                                           turn=f.turn(runtime, call_id), normalize=f.norm,
-                                          approve=approve, recorder=rec, call_id=call_id,
+                                          approve=reviewed(runtime, norm, call_id, told),
+                                          recorder=rec, call_id=call_id,
                                           durable=disk[1] if disk is not None else None)
+                        refused_unread(told, gated)  # the human did answer (QA qa-new18a)
+                        lost_request(pend, gated, getattr(handler_answers(config), "resume",
+                                                          None))
                 else:
                     r = f.plan_roots(runtime, args)
                     gated = guard.run(base.name, call, f.plan_args(norm, r), r, recorder=rec)
@@ -527,14 +531,16 @@ def fenced_tool(tool: BaseTool | Callable[..., Any], *, depends_on: _Scope,
                 if agent_mode:
                     with one_call():
                         pend = pending(key, disk, call_id, rec, norm, f.turn(runtime, call_id))
-                        approve = reviewed(runtime, norm, call_id, f.approver(
-                            key, granted, lambda: signal(attempt, call_id), pend,
-                            (*speaker(rec, call_id), handler_answers(config))))
+                        told = f.approver(key, granted, lambda: signal(attempt, call_id),
+                                          pend, (*speaker(rec, call_id), handler_answers(config)))
                         gated = await guard.arun(base.name, call, norm,
-                                                 turn=f.turn(runtime, call_id),
-                                                 normalize=f.norm, approve=approve,
+                                                 turn=f.turn(runtime, call_id), normalize=f.norm,
+                                                 approve=reviewed(runtime, norm, call_id, told),
                                                  recorder=rec, call_id=call_id,
                                                  durable=disk[1] if disk is not None else None)
+                        refused_unread(told, gated)
+                        lost_request(pend, gated, getattr(handler_answers(config), "resume",
+                                                          None))
                 else:
                     r = f.plan_roots(runtime, args)
                     gated = await guard.arun(base.name, call, f.plan_args(norm, r), r,

@@ -24,6 +24,11 @@ from agents.tool_context import ToolContext
 
 from icore.integrations import FenceGuard, active_recorder
 from icore.integrations._pending_file import folder_pending
+from icore.integrations.openai_agents._sdk_answers import (
+    kept_key,
+    note_asker,
+    witness_rejections,
+)
 from icore.integrations.openai_agents._tracing import ACTIVE_PROCESSOR
 from icore.workspace import Agent as TeamAgent
 from icore.workspace import ApprovalRequest, Call, restore_reads
@@ -31,13 +36,28 @@ from icore.workspace import ApprovalRequest, Call, restore_reads
 _log = logging.getLogger("icore.integrations")
 
 
-def unread_after_approval(name: str, call: Call) -> str:
-    """The model's message for an approved call refused ``not_read`` (reads are lost)."""
+def unread_after_approval(name: str, call: Call, team: Any = None,
+                          call_id: Any = None) -> str:
+    """The model's message for an approved call refused ``not_read`` (reads are lost).
+
+    When ``team``'s workspace is on disk and no approval request is kept there for
+    ``call_id`` (the attempts file or its row was deleted, or pruned), it says so and
+    where it was looked for (QA qa-new18a #10).
+    """
     keys = ", ".join(sorted(call.fresh))
     values = json.dumps(dict(sorted(call.fresh.items())), ensure_ascii=False, default=str)
+    why = ("reads are kept in memory: a run resumed in a new process, after a restart, "
+           "starts with none")
+    try:
+        file = folder_pending(team) if team is not None and isinstance(call_id, str) else None
+        if file is not None and file.get(kept_key(team, name, call_id)) is None:
+            why = (f"the approval request kept for this call when the human was asked was "
+                   f"not found in {file.path} (table pending_approvals: the file or its row "
+                   f"was deleted, or it was older than 7 days), and reads are kept in memory")
+    except Exception:  # unreadable: the generic reason (the log names the file)
+        pass
     return (f"PlanFence blocked {name} (not_read): this approved call depends on {keys}, and "
-            f"this agent holds no read of it here (reads are kept in memory: a run resumed "
-            f"in a new process, after a restart, starts with none), so the approval cannot "
+            f"this agent holds no read of it here ({why}), so the approval cannot "
             f"be tied to the version the call was decided from; nothing ran. Current "
             f"values: {values}. Decide from these values and call {name} again; the new "
             f"call is put to the human again.")
@@ -144,6 +164,7 @@ def witness_approvals() -> None:
     never gets icore's wrapper twice. :func:`unwitness_approvals` takes it off again.
     """
     from agents.run_context import RunContextWrapper
+    witness_rejections()  # a "no" given here is recorded by the run it reaches
     with _WITNESS_LOCK:
         if _ours(RunContextWrapper.approve_tool) is not None:
             return
@@ -317,30 +338,6 @@ def binding(base: FunctionTool, team: TeamAgent, guard: FenceGuard,
     return needs_approval
 
 
-def decided(wrapper: Any, tool: str, call_id: str) -> Any:
-    """The SDK's decision on the call ``call_id`` (True, False: rejected, None: open)."""
-    try:
-        return wrapper.is_tool_approved(tool, call_id)
-    except Exception:  # not a run context that knows approvals
-        return None
-
-
-def rejection_text(wrapper: Any, tool: str, call_id: str) -> str:
-    """What the SDK answers a rejected call with (the human's message, else its default)."""
-    try:
-        said = wrapper.get_rejection_message(tool, call_id)
-    except Exception:
-        said = None
-    if isinstance(said, str):
-        return said
-    from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
-    return DEFAULT_APPROVAL_REJECTION_MESSAGE
-
-
-def _kept_key(team: TeamAgent, name: str, call_id: str) -> str:
-    return f"openai_agents:{team.name}:{name}:{call_id}"
-
-
 def keep_request(team: TeamAgent, name: str, call_id: Any, req: ApprovalRequest) -> None:
     """Keep the request a call is put to the human as in the ``Workspace.sqlite`` folder.
 
@@ -355,8 +352,9 @@ def keep_request(team: TeamAgent, name: str, call_id: Any, req: ApprovalRequest)
     try:
         file = folder_pending(team)
         if file is not None:
-            file.keep(_kept_key(team, name, call_id), name, None, call_id,
+            file.keep(kept_key(team, name, call_id), name, None, call_id,
                       rec.run_id if rec is not None else None, [req])
+        note_asker(team, name, call_id, rec.run_id if rec is not None else None)
     except Exception as exc:  # housekeeping for a later restart: this run goes on
         _log.warning("the approval request of %s (call %s) was not kept on disk (%s): a "
                      "run state resumed in another process refuses it", name, call_id, exc)
@@ -379,7 +377,7 @@ def kept_request(team: TeamAgent, asked: OrderedDict[Any, ApprovalRequest | None
         return got
     try:
         file = folder_pending(team)
-        pending = file.get(_kept_key(team, name, call_id)) if file is not None else None
+        pending = file.get(kept_key(team, name, call_id)) if file is not None else None
         if pending is None:
             return got
         req = pending.asked[-1]

@@ -2,7 +2,6 @@
 
 :func:`fenced_function_tool` copies a ``FunctionTool`` (name, description, JSON schema,
 strictness, guardrails, approval policy kept) and replaces its ``on_invoke_tool``.
-
 High-level (``agent=`` a :class:`~icore.workspace.Agent` of a
 :class:`~icore.workspace.Workspace`): the model's own call is the plan. Its action record
 is derived from the versions of D(a) that agent read and bound to the model's JSON
@@ -29,15 +28,11 @@ Human approval (the SDK's ``needs_approval``, ``RunState.approve``): an approval
 the request put to the human, its :class:`~icore.workspace.ApprovalRequest` (arguments
 and the versions of D(a) the call derives from), noted when the SDK asks the tool's
 ``needs_approval`` and kept per workspace agent and tool name (a tool built again for
-each request finds it). A replanned call (the plan's inputs changed while the human decided)
-is another request, whether its arguments changed or not: it does not run, the model is
-told ``approval_changed`` and what differs (or :class:`AgentsActionBlocked` is raised),
-the fresh plan is written back (``fence=``), and the model's next call goes to the human
-again; it is recorded like any refused call. ``always_approve=True`` keeps the SDK's
-meaning (every call of the tool approved).
-An approved call this agent holds no read for (a run resumed in a new process: reads
-live in memory) is refused ``not_read`` with the current values, saying so; the model's
-new call is put to the human again.
+each request finds it). A replanned call (the plan's inputs changed while the human
+decided) is another request: it does not run, the model is told ``approval_changed``
+and what differs (or :class:`AgentsActionBlocked` is raised), the fresh plan is written
+back (``fence=``); recorded like any refused call. ``always_approve=True``: every call
+of the tool approved. The human's answers: :mod:`._sdk_answers`.
 One saved run state resumed twice (a retried "approve") runs an approved call once: a
 later run of it gets the first run's result or refusal, recorded as a replay; one whose
 first run is still going or ended with its outcome unknown is refused
@@ -64,7 +59,7 @@ from agents import AgentBase, FunctionTool, function_tool
 from agents.exceptions import AgentsException
 from agents.tool_context import ToolContext
 
-from icore.errors import ActionBlocked, IcoreError, IntegrationError
+from icore.errors import ActionBlocked, IcoreError, IntegrationError, StoreError
 from icore.fence import Fence, Replan, ReplanRequest
 from icore.integrations import (
     AnyReplanner,
@@ -106,15 +101,20 @@ from icore.integrations.openai_agents._resumes import (
     ledger_of,
     record_replay,
 )
+from icore.integrations.openai_agents._sdk_answers import (
+    approval_line,
+    kept_key,
+    record_rejections,
+    still_waiting,
+    store_refused,
+)
 from icore.integrations.openai_agents._sdk_approvals import (
     NO_APPROVAL,
     always_approved,
     approved_call,
     asked_book,
     binding,
-    decided,
     kept_request,
-    rejection_text,
     unasked_why,
     unread_after_approval,
     unwitnessed_message,
@@ -442,7 +442,7 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
             if (wanted is not NO_APPROVAL and gated.call is not None
                     and gated.reason == NOT_READ
                     and any(v is not None for v in gated.call.fresh.values())):
-                message = unread_after_approval(base.name, gated.call)
+                message = unread_after_approval(base.name, gated.call, team, ctx.tool_call_id)
             return blocked(message, gated.reason, detail)
         return gated.value
 
@@ -495,17 +495,16 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         proc = ACTIVE_PROCESSOR.get()
         if proc is not None:
             check_traced(base.name)  # a recorded run the SDK does not trace: loud
-            proc.invoked(ctx.tool_call_id)
+            proc.invoked(ctx.tool_call_id, approved_call(base, ctx))
+            still_waiting(proc, ctx, team, asked, base.name)  # a resume paused again
         rec = _run_recorder(recorder, base.name)
-        who = getattr(ctx, "agent", None)
-        if rec is not None and approved_call(base, ctx) and witnessed(
-                who, base.name, ctx.tool_call_id):  # the human's yes (given here), before
+        if rec is not None and approved_call(base, ctx) and witnessed(getattr(
+                ctx, "agent", None), base.name, ctx.tool_call_id):  # the human's yes
             want = kept_request(team, asked, base.name,  # type: ignore[arg-type]
-                                ctx.tool_call_id)  # the gate; a forged one is no human's
-            rec.add(caller_guard(ctx).agent or "executor", "thought",
-                    f"a human approved {base.name} {input_json}", approval={
-                        "tool": base.name, "approved": True,
-                        "request": want.id if isinstance(want, ApprovalRequest) else None})
+                                ctx.tool_call_id)  # before the gate; a forged one: no one's
+            approval_line(rec, caller_guard(ctx).agent or "executor", team, base.name,
+                          ctx.tool_call_id, kept_key(team, base.name, ctx.tool_call_id),
+                          input_json, want)
 
     ledger = ledger_of(team if team is not None else guard.fence, base.name)
     """Approved calls by :func:`call_key`: a saved run resumed twice runs each once."""
@@ -560,6 +559,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         except AgentsException:
             raise
         except IcoreError as exc:  # ours, not the SDK's UserError around it
+            if isinstance(exc, StoreError):  # the attempts file failed: nothing ran
+                store_refused(_run_recorder(recorder, base.name), caller_guard(ctx).agent
+                              or "executor", base.name, input_json, exc)
             raise agents_error(exc) from exc
 
     setattr(invoke, _FENCED, True)
@@ -571,9 +573,9 @@ def fenced_function_tool(tool: FunctionTool | Callable[..., Any], *,
         turns.bump(wrapper)
         _run_recorder(recorder, base.name)  # claimed before any call waits for approval
         proc = ACTIVE_PROCESSOR.get()
-        if proc is not None and base.needs_approval is not False:  # a human's "no"
-            proc.rejected(base.name, lambda cid: decided(wrapper, base.name, cid),
-                          lambda cid: rejection_text(wrapper, base.name, cid))
+        if base.needs_approval is not False:  # a human's "no", in the run it is given
+            record_rejections(_run_recorder(recorder, base.name), wrapper, owner, base.name,
+                              team, proc)
         return enabled(wrapper, owner) if callable(enabled) else enabled
 
     wrapped.is_enabled = is_enabled

@@ -93,6 +93,12 @@ class _TraceState:
     turns: bool = False
     """A model span of the trace carried the model's input or output."""
     noted: bool = False
+    model: bool = False
+    """A model span of the trace was seen (filled or not)."""
+    answered: bool = False
+    """A call a human approved ran in it (a resumed run: without a model span, its
+    model was not called, e.g. it paused again; no ``unseen_model`` note, QA qa-new18a
+    #5)."""
 
 
 def _trim(entries: OrderedDict[Any, Any], most: int) -> None:
@@ -192,7 +198,7 @@ class RecordingProcessor(TracingProcessor):
         """
         with self._lock:
             st = self._state(trace_id)
-            if st.turns or st.noted:
+            if st.turns or st.noted or (st.answered and not st.model):
                 return
             st.noted, who = True, st.agent
         line = self.recorder.add(who, "thought", unseen_note(self.recorder.events),
@@ -266,12 +272,20 @@ class RecordingProcessor(TracingProcessor):
         if done:
             self._finish(span.trace_id)
 
-    def invoked(self, call_id: Any) -> None:
-        """A tool ran for the call ``call_id`` (a fenced tool tells it: no span names ids)."""
+    def invoked(self, call_id: Any, approved: bool = False) -> None:
+        """A fenced tool ran the call ``call_id`` (``approved``: as a human approved it)."""
+        trace = get_current_trace()
         with self._lock:
+            if approved and trace is not None:
+                self._state(trace.trace_id).answered = True
             self._pending.pop(str(call_id), None)
             self._asking.pop(str(call_id), None)
             self._paused.pop(str(call_id), None)
+
+    def paused_calls(self) -> frozenset[str]:
+        """The call ids a run of this block paused on, not answered yet."""
+        with self._lock:
+            return frozenset(self._paused)
 
     def asking(self, call_id: Any, tool: str, args: Any) -> None:
         """The call ``call_id`` is put to the human (a fenced tool's ``needs_approval``).
@@ -413,7 +427,7 @@ class RecordingProcessor(TracingProcessor):
         who = self._who(span)
         with self._lock:
             st = self._state(span.trace_id)
-            first, st.tasked, at = not st.tasked, True, st.at
+            first, st.tasked, at, st.model = not st.tasked, True, st.at, True
             st.turns = st.turns or bool(inputs or output)
         if first:
             # a later run of a chat gets the history: its task is the newest user message
