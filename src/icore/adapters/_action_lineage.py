@@ -123,7 +123,7 @@ def lineage_of(action: str, title: str, records: Sequence[Mapping[str, Any]],
     return ActionLineage(action, title, status, tuple(records), points)
 
 
-def trace_lineages(planfence: object, steps: Sequence[Step] = ()
+def trace_lineages(planfence: object, steps: Sequence[Step] | None = None
                    ) -> tuple[ActionLineage, ...]:
     """Every protected action of a trace's PlanFence lines (``Trace.extras["planfence"]``).
 
@@ -137,7 +137,10 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
             or its dict ``{"records": [...], "decisions": [...]}`` (anything else: no
             action).
         steps: the trace's steps; their tool outputs are held against the decisions
-            (:func:`ran_after_refusal`).
+            (:func:`ran_after_refusal`). None (not given): no step is judged, nor any
+            outcome; an empty sequence given with a :class:`PlanfenceLog`: the trace
+            holds the gate's lines only (a run killed in its first protected call,
+            QA qa-new17b #2), so every authorized call's outcome is unknown.
 
     Returns:
         One :class:`ActionLineage` per action, in first-decision order.
@@ -146,6 +149,8 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
         icore.fence.DecisionFormatError: a decision object is malformed (the importers
             reject those first, naming the file).
     """
+    gate_only = isinstance(planfence, PlanfenceLog) and steps is not None and not steps
+    steps = () if steps is None else steps
     if isinstance(planfence, PlanfenceLog):
         records = [r for r in planfence.records if isinstance(r, Mapping)]
         entries = list(planfence.decisions)
@@ -190,8 +195,8 @@ def trace_lineages(planfence: object, steps: Sequence[Step] = ()
     lineages = _edited(reissued(unknown_outcomes(ran_surplus(ran_after_refusal(human_answers(
         made_by(_resent(_linked(out, replans), resent), records, callers, branches),
         answers,
-        records, steps), steps), steps), steps, gate_only=isinstance(planfence, PlanfenceLog)
-        and not steps)), edited, edited_in, shown)
+        records, steps), steps), steps), steps, gate_only=gate_only)), edited, edited_in,
+        shown)
     lineages = (*lineages, *unrecorded_calls(planfence, lineages, lineage_of))  # qa-new15b
     if isinstance(planfence, PlanfenceLog):
         lineages = _answered(lineages, planfence.edited_answers)
